@@ -1,0 +1,138 @@
+#include <kiln/runtime/executor/method.h>
+
+#include <kiln/runtime/executor/method_internal.h>
+#include <kiln/runtime/executor/program.h>
+
+#include <cstring>
+
+namespace kiln::runtime {
+
+Method::Method() = default;
+
+Method::~Method() {
+  // Destroy delegates in reverse order of init, like the failure path in load_method.
+  for (auto it = delegates_.rbegin(); it != delegates_.rend(); ++it) {
+    if (it->backend != nullptr) it->backend->destroy(it->handle);
+  }
+}
+
+const EValue& Method::get_output(size_t index) const {
+  return index < outputs_.size() ? values_[outputs_[index]] : none_;
+}
+
+const EValue& Method::get_input(size_t index) const {
+  return index < inputs_.size() ? values_[inputs_[index]] : none_;
+}
+
+Status Method::resize_value(EValue& value, Span<const int64_t> sizes) {
+  if (!value.is_tensor()) {
+    return Status(Error::InvalidType, "resize value: it is " + std::string(to_string(value.tag())) +
+                                          " (expected tensor)");
+  }
+  Tensor& tensor = value.to_tensor();
+  if (tensor.shape_dynamism() == ShapeDynamism::Unbounded && sizes.size() == tensor.sizes().size()) {
+    auto numel = checked_numel(sizes);
+    if (!numel.ok()) return numel.status().with_context("resize tensor");
+    size_t needed = static_cast<size_t>(*numel) * tensor.element_size();
+    if (needed > tensor.capacity_bytes()) {
+      size_t index = static_cast<size_t>(&value - values_.data());
+      if (index >= values_.size()) {
+        return Status(Error::Internal, "resize tensor: value is not owned by this method");
+      }
+      size_t grown = std::max(needed, tensor.capacity_bytes() + tensor.capacity_bytes() / 2);
+      KILN_ASSIGN_OR_RETURN(AlignedBuffer storage, allocate_aligned(grown));
+      dynamic_[index] = std::move(storage);
+      tensor.set_data(dynamic_[index].get(), grown);
+    }
+  }
+  return tensor.resize(sizes);
+}
+
+Status Method::set_input(size_t index, const EValue& value) {
+  if (index >= inputs_.size()) {
+    return Status(Error::InvalidArgument, "set input " + std::to_string(index) + " of method '" +
+                                              name() + "': out of range (expected < " +
+                                              std::to_string(inputs_.size()) + ")");
+  }
+  const TensorMeta& meta = meta_.inputs[index];
+  std::string where = "set input '" + meta.name + "' of method '" + name() + "'";
+  EValue& slot = values_[inputs_[index]];
+  if (value.tag() != slot.tag()) {
+    return Status(Error::InvalidType, where + ": got " + std::string(to_string(value.tag())) +
+                                          " (expected " + std::string(to_string(slot.tag())) + ")");
+  }
+  if (!slot.is_tensor()) {
+    slot = value;
+    return Status();
+  }
+  const Tensor& source = value.to_tensor();
+  Tensor& target = slot.to_tensor();
+  if (source.dtype() != target.dtype()) {
+    return Status(Error::InvalidType, where + ": dtype " + std::string(to_string(source.dtype())) +
+                                          " (expected " + std::string(to_string(target.dtype())) +
+                                          ")");
+  }
+  if (source.dim() != static_cast<int64_t>(meta.sizes.size())) {
+    return Status(Error::InvalidArgument,
+                  where + ": shape " + shape_to_string(source.sizes()) + " has rank " +
+                      std::to_string(source.dim()) + " (expected rank " +
+                      std::to_string(meta.sizes.size()) + ", shape " +
+                      shape_to_string(meta.sizes) + ")");
+  }
+  if (!source.is_contiguous()) {
+    return Status(Error::InvalidArgument, where + ": tensor is not contiguous (expected row-major)");
+  }
+  if (meta.dynamism == ShapeDynamism::Bounded) {
+    for (size_t d = 0; d < meta.sizes.size(); ++d) {
+      if (source.size(static_cast<int64_t>(d)) > meta.sizes[d]) {
+        return Status(Error::InvalidArgument,
+                      where + ": shape " + shape_to_string(source.sizes()) + " exceeds the bound " +
+                          std::to_string(meta.sizes[d]) + " of dim " + std::to_string(d) +
+                          " (expected at most " + shape_to_string(meta.sizes) + ")");
+      }
+    }
+  }
+  if (meta.dynamism == ShapeDynamism::Static &&
+      !std::equal(meta.sizes.begin(), meta.sizes.end(), source.sizes().begin())) {
+    return Status(Error::InvalidArgument, where + ": shape " + shape_to_string(source.sizes()) +
+                                              " (expected " + shape_to_string(meta.sizes) + ")");
+  }
+  KILN_RETURN_IF_ERROR(resize_value(slot, source.sizes()).with_context(where));
+  if (source.nbytes() > 0 && source.data() == nullptr) {
+    return Status(Error::InvalidArgument, where + ": tensor has no data");
+  }
+  if (source.nbytes() > 0 && source.data() != target.data()) {
+    std::memmove(target.mutable_data(), source.data(), source.nbytes());
+  }
+  return Status();
+}
+
+Status Method::run_instruction(size_t index) {
+  Instruction& instruction = instructions_[index];
+  if (instruction.is_delegate) {
+    Delegate& delegate = delegates_[instruction.delegate];
+    BackendExecutionContext context(name());
+    return delegate.backend->execute(context, delegate.handle, instruction.inputs,
+                                     instruction.outputs);
+  }
+  return instruction.kernel(*instruction.context, instruction.inputs, instruction.outputs,
+                            instruction.attributes);
+}
+
+Status Method::execute() {
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    Status status = run_instruction(i);
+    if (!status.ok()) {
+      const Instruction& instruction = instructions_[i];
+      std::string what = instruction.is_delegate
+                             ? "delegate '" + instruction.name + "' (" +
+                                   delegates_[instruction.delegate].backend_id + ")"
+                             : "kernel " + instruction.name;
+      return status.with_context("execute method '" + name() + "' instruction " +
+                                 std::to_string(i) + ", " + what);
+    }
+  }
+  return Status();
+}
+
+}  // namespace kiln::runtime

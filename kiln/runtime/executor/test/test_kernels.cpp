@@ -1,0 +1,61 @@
+#include <kiln/runtime/executor/test/test_kernels.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace kiln::runtime::test {
+
+Status test_scale(KernelContext& context, Span<EValue* const> inputs,
+                  Span<EValue* const> outputs, const Attributes& attributes) {
+  if (inputs.empty() || outputs.size() != 1 || !inputs[0]->is_tensor()) {
+    return Status(Error::InvalidArgument, "TestScale: bad arity");
+  }
+  const Tensor& in = inputs[0]->to_tensor();
+  if (in.dtype() != ScalarType::Float32) return Status(Error::InvalidType, "TestScale: not f32");
+  KILN_ASSIGN_OR_RETURN(double scale, attributes.get_double("scale", 2.0));
+  const Tensor* addend = nullptr;
+  if (inputs.size() > 1 && !inputs[1]->is_none()) {
+    addend = &inputs[1]->to_tensor();
+    if (addend->numel() != in.numel()) {
+      return Status(Error::InvalidArgument, "TestScale: addend has " +
+                                                std::to_string(addend->numel()) + " elements");
+    }
+  }
+  KILN_RETURN_IF_ERROR(context.resize(*outputs[0], in.sizes()));
+  Tensor& out = outputs[0]->to_tensor();
+  if (out.dtype() != ScalarType::Float32) return Status(Error::InvalidType, "TestScale: out");
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    float v = in.data_ptr<float>()[i] * static_cast<float>(scale);
+    if (addend != nullptr) v += addend->data_ptr<float>()[i];
+    out.mutable_data_ptr<float>()[i] = v;
+  }
+  return Status();
+}
+
+Status test_repeat(KernelContext& context, Span<EValue* const> inputs,
+                   Span<EValue* const> outputs, const Attributes& attributes) {
+  if (inputs.size() != 1 || outputs.size() != 1) {
+    return Status(Error::InvalidArgument, "TestRepeat: bad arity");
+  }
+  const Tensor& in = inputs[0]->to_tensor();
+  KILN_ASSIGN_OR_RETURN(int64_t times, attributes.get_int("times", 1));
+  if (in.dim() < 1 || times < 0) return Status(Error::InvalidArgument, "TestRepeat: bad shape");
+  std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
+  sizes[0] *= times;
+  KILN_RETURN_IF_ERROR(context.resize(*outputs[0], sizes));
+  Tensor& out = outputs[0]->to_tensor();
+  for (int64_t t = 0; t < times; ++t) {
+    std::memcpy(out.mutable_data_ptr<float>() + t * in.numel(), in.data(), in.nbytes());
+  }
+  return Status();
+}
+
+void register_test_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    (void)register_kernel("TestScale", test_scale);
+    (void)register_kernel("TestRepeat", test_repeat);
+  });
+}
+
+}  // namespace kiln::runtime::test
