@@ -5,7 +5,10 @@
 #include <kiln/runtime/executor/program_verify.h>
 #include <kiln/runtime/schema/program_generated.h>
 
+#include <kiln/runtime/core/aligned_buffer.h>
+
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::runtime {
 
@@ -62,6 +65,16 @@ Result<std::shared_ptr<Program>> Program::load(std::shared_ptr<DataLoader> loade
   if (!header.ok()) return header.status().with_context("'" + loader->name() + "'");
   KILN_ASSIGN_OR_RETURN(FreeableBuffer data,
                         loader->load(header->program_offset, header->program_size));
+  if (reinterpret_cast<uintptr_t>(data.data()) % 8 != 0) {
+    // Caller memory at an odd address: copy so that every 8-byte field is aligned.
+    KILN_ASSIGN_OR_RETURN(AlignedBuffer copy, allocate_aligned(data.size()));
+    std::memcpy(copy.get(), data.data(), data.size());
+    std::shared_ptr<const void> owner(copy.release(), [](const void* p) {
+      std::free(const_cast<void*>(p));
+    });
+    const void* aligned = owner.get();
+    data = FreeableBuffer(aligned, data.size(), std::move(owner));
+  }
   flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data.data()), data.size(),
                                  /*max_depth=*/64, /*max_tables=*/10'000'000);
   if (data.size() == 0 || !schema::ProgramBufferHasIdentifier(data.data()) ||

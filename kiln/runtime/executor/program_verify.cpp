@@ -1,7 +1,6 @@
-#include <kiln/runtime/executor/program_verify.h>
-
 #include <kiln/runtime/core/scalar_type.h>
 #include <kiln/runtime/core/tensor.h>
+#include <kiln/runtime/executor/program_verify.h>
 
 #include <set>
 #include <string>
@@ -20,6 +19,13 @@ Status invalid(const std::string& where, const std::string& problem) {
   return Status(Error::InvalidProgram, "load program: " + where + ": " + problem);
 }
 
+// flatbuffers' verifier checks the alignment of fields but not of the elements of vectors, so
+// 8-byte vectors are checked here before anything reads them.
+template <typename T>
+bool aligned(const flatbuffers::Vector<T>* v) {
+  return v == nullptr || v->size() == 0 || reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
+}
+
 bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
   return offset <= limit && size <= limit - offset;
 }
@@ -29,6 +35,7 @@ Status verify_tensor(const std::string& where, const schema::TensorValue& t,
   if (!is_valid_scalar_type(t.dtype())) {
     return invalid(where, "dtype " + std::to_string(t.dtype()) + " (expected 0..9)");
   }
+  if (!aligned(t.sizes())) return invalid(where, "sizes are misaligned");
   if (t.dynamism() < 0 || t.dynamism() > 2) {
     return invalid(where, "shape dynamism " + std::to_string(t.dynamism()) + " (expected 0..2)");
   }
@@ -89,8 +96,8 @@ Status verify_tensor(const std::string& where, const schema::TensorValue& t,
                                 " bytes)");
     }
     if (t.arena_offset() % 8 != 0) {
-      return invalid(where, "arena offset " + std::to_string(t.arena_offset()) +
-                                " is not a multiple of 8");
+      return invalid(
+          where, "arena offset " + std::to_string(t.arena_offset()) + " is not a multiple of 8");
     }
   } else if (t.arena() < -1) {
     return invalid(where, "arena " + std::to_string(t.arena()));
@@ -109,6 +116,12 @@ Status verify_value(const std::string& where, const schema::Value* value,
       break;
     case schema::ValueKind::TensorValue:
       return verify_tensor(where, *value->kind_as_TensorValue(), program, method);
+    case schema::ValueKind::IntListValue:
+      if (!aligned(value->kind_as_IntListValue()->values())) return invalid(where, "misaligned");
+      break;
+    case schema::ValueKind::DoubleListValue:
+      if (!aligned(value->kind_as_DoubleListValue()->values())) return invalid(where, "misaligned");
+      break;
     default:
       if (static_cast<int>(value->kind_type()) > static_cast<int>(schema::ValueKind::MAX)) {
         return invalid(where, "unknown value kind");
@@ -185,7 +198,8 @@ Status verify_instruction(const std::string& where, const schema::Instruction* i
     return Status();
   }
   if (const auto* call = instruction->kind_as_DelegateCall()) {
-    if (call->delegate() < 0 || static_cast<size_t>(call->delegate()) >= count(method.delegates())) {
+    if (call->delegate() < 0 ||
+        static_cast<size_t>(call->delegate()) >= count(method.delegates())) {
       return invalid(where, "delegate " + std::to_string(call->delegate()) + " (expected < " +
                                 std::to_string(count(method.delegates())) + ")");
     }
@@ -197,6 +211,7 @@ Status verify_instruction(const std::string& where, const schema::Instruction* i
 
 Status verify_method(const schema::Method& method, const schema::Program& program) {
   std::string where = "method '" + method.name()->str() + "'";
+  if (!aligned(method.arena_sizes())) return invalid(where, "arena sizes are misaligned");
   for (size_t i = 0; i < count(method.values()); ++i) {
     KILN_RETURN_IF_ERROR(verify_value(where + " value " + std::to_string(i),
                                       method.values()->Get(i), program, method));
@@ -248,6 +263,7 @@ size_t tensor_value_nbytes(const schema::TensorValue& tensor) {
 }
 
 Status verify_program_contents(const schema::Program& program, const FileHeader& header) {
+  if (!aligned(program.segments())) return invalid("segment table", "misaligned");
   for (size_t i = 0; i < count(program.segments()); ++i) {
     const auto* segment = program.segments()->Get(i);
     if (!fits(segment->offset(), segment->size(), header.segment_data_size)) {
