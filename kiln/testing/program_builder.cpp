@@ -1,11 +1,9 @@
 #include <kiln/testing/program_builder.h>
 
-#include <kiln/runtime/executor/file_format.h>
-#include <kiln/runtime/schema/program_generated.h>
+#include <kiln/exporter/writer/program_writer.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 namespace kiln::testing {
 
@@ -179,169 +177,82 @@ ProgramBuilder& ProgramBuilder::segment_alignment(uint32_t alignment) {
   return *this;
 }
 
-namespace {
-
-namespace fb = ::kiln::schema;
-
-flatbuffers::Offset<fb::Value> write_scalar(flatbuffers::FlatBufferBuilder& b, const EValue& v) {
-  using runtime::Tag;
-  switch (v.tag()) {
-    case Tag::Bool:
-      return fb::CreateValue(b, fb::ValueKind::BoolValue, fb::CreateBoolValue(b, v.to_bool()).Union());
-    case Tag::Int:
-      return fb::CreateValue(b, fb::ValueKind::IntValue, fb::CreateIntValue(b, v.to_int()).Union());
-    case Tag::Double:
-      return fb::CreateValue(b, fb::ValueKind::DoubleValue,
-                             fb::CreateDoubleValue(b, v.to_double()).Union());
-    case Tag::String:
-      return fb::CreateValue(b, fb::ValueKind::StringValue,
-                             fb::CreateStringValueDirect(b, v.to_string().c_str()).Union());
-    case Tag::IntList:
-      return fb::CreateValue(b, fb::ValueKind::IntListValue,
-                             fb::CreateIntListValueDirect(b, &v.to_int_list()).Union());
-    case Tag::DoubleList:
-      return fb::CreateValue(b, fb::ValueKind::DoubleListValue,
-                             fb::CreateDoubleListValueDirect(b, &v.to_double_list()).Union());
-    default:
-      return fb::CreateValue(b, fb::ValueKind::NoneValue, fb::CreateNoneValue(b).Union());
-  }
-}
-
-}  // namespace
-
 Result<std::vector<uint8_t>> ProgramBuilder::build() const {
-  flatbuffers::FlatBufferBuilder b;
-  std::vector<flatbuffers::Offset<fb::Method>> methods;
+  exporter::ProgramSpec spec;
+  spec.segments = segments_;
+  spec.named_data = named_data_;
+  spec.segment_alignment = alignment_;
   for (const auto& m : methods_) {
     std::string where = "build method '" + m.name + "'";
     if (!m.error.empty()) return Status(Error::InvalidArgument, where + ": " + m.error);
-    // Attributes become extra values after the named ones.
-    std::vector<EValue> attribute_values;
-    std::vector<flatbuffers::Offset<fb::Value>> values;
+    exporter::MethodSpec method;
+    method.name = m.name;
     uint64_t arena_size = 0;
-    auto index_of = [&](const std::string& name) -> int {
-      for (size_t i = 0; i < m.values.size(); ++i) {
-        if (m.values[i].name == name) return static_cast<int>(i);
-      }
-      return -2;
-    };
     for (const auto& v : m.values) {
-      if (!v.is_tensor) {
-        values.push_back(write_scalar(b, v.scalar));
-        continue;
-      }
-      int arena = -1;
-      uint64_t offset = 0;
-      if (v.planned) {
+      exporter::ValueSpec value;
+      value.is_tensor = v.is_tensor;
+      value.scalar = v.scalar;
+      value.tensor.dtype = v.dtype;
+      value.tensor.sizes = v.sizes;
+      value.tensor.dynamism = v.dynamism;
+      value.tensor.dim_names = v.dim_names;
+      value.tensor.constant_segment = v.constant_segment;
+      if (v.is_tensor && v.planned) {
         uint64_t numel = 1;
-        for (int64_t s : v.sizes) numel *= static_cast<uint64_t>(std::max<int64_t>(s, 0));
-        arena = 0;
-        offset = arena_size;
+        for (int64_t size : v.sizes) numel *= static_cast<uint64_t>(std::max<int64_t>(size, 0));
+        value.tensor.arena = 0;
+        value.tensor.arena_offset = arena_size;
         arena_size += (numel * runtime::element_size(v.dtype) + 63) / 64 * 64;
       }
-      std::vector<flatbuffers::Offset<flatbuffers::String>> dim_names;
-      for (const auto& name : v.dim_names) dim_names.push_back(b.CreateString(name));
-      auto tensor = fb::CreateTensorValue(
-          b, static_cast<int8_t>(v.dtype), b.CreateVector(v.sizes), static_cast<int8_t>(v.dynamism),
-          v.dim_names.empty() ? 0 : b.CreateVector(dim_names), v.constant_segment, 0, arena, offset);
-      values.push_back(fb::CreateValue(b, fb::ValueKind::TensorValue, tensor.Union()));
+      method.values.push_back(std::move(value));
     }
+    if (arena_size > 0) method.arena_sizes.push_back(arena_size);
     auto indices = [&](const std::vector<std::string>& names,
-                       std::vector<int32_t>& out) -> Status {
+                       std::vector<int>& out) -> Status {
       for (const auto& name : names) {
-        if (name.empty()) {
-          out.push_back(-1);
-          continue;
+        int index = -1;
+        for (size_t i = 0; i < m.values.size() && !name.empty(); ++i) {
+          if (m.values[i].name == name) index = static_cast<int>(i);
         }
-        int index = index_of(name);
-        if (index < 0) {
+        if (index < 0 && !name.empty()) {
           return Status(Error::InvalidArgument, where + ": value '" + name + "' is not defined");
         }
         out.push_back(index);
       }
       return Status();
     };
-    std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
     for (const auto& n : m.nodes) {
-      std::vector<int32_t> ins, outs;
-      KILN_RETURN_IF_ERROR(indices(n.inputs, ins));
-      KILN_RETURN_IF_ERROR(indices(n.outputs, outs));
-      if (n.is_delegate) {
-        auto call = fb::CreateDelegateCallDirect(b, n.delegate, &ins, &outs);
-        instructions.push_back(
-            fb::CreateInstruction(b, fb::InstructionKind::DelegateCall, call.Union()));
-        continue;
+      exporter::InstructionSpec instruction;
+      instruction.is_delegate = n.is_delegate;
+      instruction.op = n.op;
+      instruction.delegate = n.delegate;
+      KILN_RETURN_IF_ERROR(indices(n.inputs, instruction.inputs));
+      KILN_RETURN_IF_ERROR(indices(n.outputs, instruction.outputs));
+      for (const auto& [name, scalar] : n.attributes) {
+        exporter::ValueSpec value;
+        value.is_tensor = false;
+        value.scalar = scalar;
+        instruction.attributes.emplace_back(name, static_cast<int>(method.values.size()));
+        method.values.push_back(std::move(value));
       }
-      std::vector<flatbuffers::Offset<fb::Attribute>> attributes;
-      for (const auto& [name, value] : n.attributes) {
-        int index = static_cast<int>(values.size());
-        values.push_back(write_scalar(b, value));
-        attributes.push_back(fb::CreateAttributeDirect(b, name.c_str(), index));
-      }
-      auto call = fb::CreateKernelCallDirect(b, n.op.c_str(), &ins, &outs, &attributes);
-      instructions.push_back(fb::CreateInstruction(b, fb::InstructionKind::KernelCall, call.Union()));
+      method.instructions.push_back(std::move(instruction));
     }
-    std::vector<int32_t> ins, outs;
-    KILN_RETURN_IF_ERROR(indices(m.inputs, ins));
-    KILN_RETURN_IF_ERROR(indices(m.outputs, outs));
-    std::vector<flatbuffers::Offset<flatbuffers::String>> in_names, out_names;
-    for (const auto& name : m.inputs) in_names.push_back(b.CreateString(name));
-    for (const auto& name : m.outputs) out_names.push_back(b.CreateString(name));
-    std::vector<flatbuffers::Offset<fb::Delegate>> delegates;
+    KILN_RETURN_IF_ERROR(indices(m.inputs, method.inputs));
+    KILN_RETURN_IF_ERROR(indices(m.outputs, method.outputs));
+    method.input_names = m.inputs;
+    method.output_names = m.outputs;
     for (const auto& d : m.delegates) {
-      std::vector<flatbuffers::Offset<fb::CompileSpec>> specs;
-      for (const auto& [key, value] : d.compile_specs) {
-        specs.push_back(fb::CreateCompileSpecDirect(b, key.c_str(), &value));
-      }
-      delegates.push_back(fb::CreateDelegateDirect(b, d.id.c_str(), d.backend_id.c_str(),
-                                                   &d.processed, d.processed_segment, &specs));
+      method.delegates.push_back(exporter::DelegateSpec{d.id, d.backend_id, d.processed,
+                                                        d.processed_segment, d.compile_specs});
     }
-    std::vector<uint64_t> arenas;
-    if (arena_size > 0) arenas.push_back(arena_size);
-    methods.push_back(fb::CreateMethodDirect(b, m.name.c_str(), &values, &ins, &outs, &in_names,
-                                             &out_names, &instructions, &delegates, &arenas));
+    spec.methods.push_back(std::move(method));
   }
-  // Segments: each aligned within the segment area.
-  std::vector<fb::Segment> segments;
-  uint64_t cursor = 0;
-  for (const auto& s : segments_) {
-    segments.emplace_back(cursor, s.size());
-    cursor += (s.size() + alignment_ - 1) / alignment_ * alignment_;
-  }
-  std::vector<flatbuffers::Offset<fb::NamedData>> named;
-  for (const auto& [key, segment] : named_data_) {
-    named.push_back(fb::CreateNamedDataDirect(b, key.c_str(), static_cast<uint32_t>(segment)));
-  }
-  auto program = fb::CreateProgramDirect(b, runtime::FileHeader::kFormatVersion, &methods,
-                                         &segments, &named);
-  fb::FinishProgramBuffer(b, program);
-
-  runtime::FileHeader header;
-  header.segment_alignment = alignment_;
-  header.program_offset = runtime::FileHeader::kSize + 16;  // keeps 16-byte alignment
-  header.program_size = b.GetSize();
-  uint64_t end = header.program_offset + header.program_size;
-  header.segment_base_offset = (end + alignment_ - 1) / alignment_ * alignment_;
-  header.segment_data_size = cursor;
-  std::vector<uint8_t> file(header.segment_base_offset + cursor, 0);
-  header.encode(file.data());
-  std::memcpy(file.data() + header.program_offset, b.GetBufferPointer(), b.GetSize());
-  for (size_t i = 0; i < segments_.size(); ++i) {
-    if (!segments_[i].empty()) {
-      std::memcpy(file.data() + header.segment_base_offset + segments[i].offset(),
-                  segments_[i].data(), segments_[i].size());
-    }
-  }
-  return file;
+  return exporter::write_program(spec);
 }
 
 Status ProgramBuilder::build_to_file(const std::string& path) const {
   KILN_ASSIGN_OR_RETURN(auto bytes, build());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return Status(Error::AccessFailed, "write program '" + path + "': write failed");
-  return Status();
+  return exporter::write_file_atomically(path, bytes);
 }
 
 }  // namespace kiln::testing

@@ -30,7 +30,10 @@ Result<DelegateHandle*> StubBackend::init(BackendInitContext& context, FreeableB
     inits_.push_back(std::move(record));
   }
   if (on_init) return on_init(context, processed, compile_specs);
-  return static_cast<DelegateHandle*>(new DefaultHandle{n});
+  auto* handle = new DefaultHandle{n};
+  std::lock_guard<std::mutex> lock(mutex_);
+  default_handles_.insert(handle);
+  return static_cast<DelegateHandle*>(handle);
 }
 
 Status StubBackend::execute(BackendExecutionContext& context, DelegateHandle* handle,
@@ -52,7 +55,8 @@ void StubBackend::destroy(DelegateHandle* handle) const {
     on_destroy(handle);
     return;
   }
-  if (!on_init) delete static_cast<DefaultHandle*>(handle);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (default_handles_.erase(handle) > 0) delete static_cast<DefaultHandle*>(handle);
 }
 
 std::vector<StubBackend::InitRecord> StubBackend::inits() const {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,7 @@ class StubBackend : public runtime::BackendInterface {
  private:
   mutable std::mutex mutex_;
   mutable std::vector<InitRecord> inits_;
+  mutable std::set<void*> default_handles_;  // handles made without on_init, freed by destroy
 };
 
 }  // namespace kiln::testing

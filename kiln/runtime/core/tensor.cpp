@@ -92,6 +92,21 @@ void Tensor::update_strides() {
 }
 
 Status Tensor::resize(Span<const int64_t> new_sizes) {
+  if (dynamism_ == ShapeDynamism::Unbounded && new_sizes.size() != sizes_.size()) {
+    // Unbounded tensors (unknown shapes at export) may change rank; this allocates.
+    auto numel = checked_numel(new_sizes);
+    if (!numel.ok()) return numel.status().with_context("resize tensor");
+    if (static_cast<size_t>(*numel) * element_size() > capacity_bytes_) {
+      return Status(Error::InvalidArgument, "resize tensor: shape " +
+                                                shape_to_string(new_sizes) +
+                                                " exceeds the tensor's capacity");
+    }
+    sizes_.assign(new_sizes.begin(), new_sizes.end());
+    dim_order_.resize(sizes_.size());
+    std::iota(dim_order_.begin(), dim_order_.end(), uint8_t{0});
+    update_strides();
+    return Status();
+  }
   if (new_sizes.size() != sizes_.size()) {
     return Status(Error::InvalidArgument,
                   "resize tensor: new shape " + shape_to_string(new_sizes) + " has rank " +

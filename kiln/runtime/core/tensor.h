@@ -68,10 +68,11 @@ class Tensor {
   /// Sets the dim order (a permutation of 0..dim-1) and recomputes strides.
   Status set_dim_order(std::vector<uint8_t> dim_order);
 
-  /// Changes the sizes. A Static tensor accepts only its current sizes; Bounded and Unbounded
-  /// tensors accept any sizes of the same rank whose bytes fit in `capacity_bytes()` (an
-  /// Unbounded tensor's owner grows the capacity first). Errors: InvalidArgument naming the
-  /// sizes given and what was expected. Does not allocate when the rank is unchanged.
+  /// Changes the sizes. A Static tensor accepts only its current sizes; Bounded tensors accept
+  /// any sizes of the same rank whose bytes fit in `capacity_bytes()`; Unbounded tensors accept
+  /// any sizes, of any rank, that fit (their owner grows the capacity first). Errors:
+  /// InvalidArgument naming the sizes given and what was expected. Does not allocate when the
+  /// rank is unchanged.
   Status resize(Span<const int64_t> new_sizes);
 
  private:

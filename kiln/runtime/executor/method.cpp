@@ -30,7 +30,7 @@ Status Method::resize_value(EValue& value, Span<const int64_t> sizes) {
                                           " (expected tensor)");
   }
   Tensor& tensor = value.to_tensor();
-  if (tensor.shape_dynamism() == ShapeDynamism::Unbounded && sizes.size() == tensor.sizes().size()) {
+  if (tensor.shape_dynamism() == ShapeDynamism::Unbounded) {
     auto numel = checked_numel(sizes);
     if (!numel.ok()) return numel.status().with_context("resize tensor");
     size_t needed = static_cast<size_t>(*numel) * tensor.element_size();

@@ -107,7 +107,9 @@ Status verify_tensor(const std::string& where, const schema::TensorValue& t,
 
 Status verify_value(const std::string& where, const schema::Value* value,
                     const schema::Program& program, const schema::Method& method) {
-  if (value == nullptr || value->kind_type() == schema::ValueKind::NONE) {
+  // The verifier accepts a union whose type is set but whose table is absent.
+  if (value == nullptr || value->kind_type() == schema::ValueKind::NONE ||
+      value->kind() == nullptr) {
     return invalid(where, "has no kind");
   }
   switch (value->kind_type()) {

@@ -1,0 +1,356 @@
+#include <kiln/exporter/onnx/onnx_importer.h>
+
+#include <kiln/engine/passes/constant_folding.h>
+#include <kiln/exporter/onnx/onnx_tensor.h>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace kiln::exporter {
+
+namespace ir = engine::ir;
+using runtime::Error;
+using runtime::Result;
+using runtime::Status;
+
+namespace {
+
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 18;
+
+std::string describe(const onnx::NodeProto& node) {
+  std::string name = node.name().empty() ? (node.output_size() ? node.output(0) : "?") : node.name();
+  return "node '" + name + "' (" + node.op_type() + ")";
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& proto, std::string source, const ImportOptions& options)
+      : proto_(proto), source_(std::move(source)), options_(options) {}
+
+  Result<ir::Model> run() {
+    KILN_RETURN_IF_ERROR(check_opsets());
+    const auto& g = proto_.graph();
+    for (const auto& v : g.input()) types_[v.name()] = &v.type();
+    for (const auto& v : g.output()) types_[v.name()] = &v.type();
+    for (const auto& v : g.value_info()) types_[v.name()] = &v.type();
+    ir::Graph graph;
+    graph.name = options_.function_name;
+    for (const auto& init : g.initializer()) {
+      auto weight = weight_from_proto(init);
+      if (!weight.ok()) return weight.status().with_context(where());
+      KILN_RETURN_IF_ERROR(add_weight_value(graph, init.name(), std::move(weight).get()));
+    }
+    for (const auto& input : g.input()) {
+      if (graph.find_value(input.name()) >= 0) continue;  // IR < 4 lists initializers as inputs
+      KILN_ASSIGN_OR_RETURN(ir::TensorType type, type_of(input.name(), "graph input"));
+      graph.inputs.push_back(graph.add_value(ir::Value{input.name(), std::move(type), -1}));
+    }
+    KILN_RETURN_IF_ERROR(import_nodes(g, graph));
+    for (const auto& output : g.output()) {
+      int index = graph.find_value(output.name());
+      if (index < 0) {
+        return Status(Error::InvalidProgram,
+                      where() + ": graph output '" + output.name() + "' is produced by no node");
+      }
+      graph.outputs.push_back(index);
+    }
+    model_.functions.push_back(std::move(graph));
+    return std::move(model_);
+  }
+
+ private:
+  std::string where() const { return "import model '" + source_ + "'"; }
+
+  Status check_opsets() {
+    bool found = false;
+    for (const auto& opset : proto_.opset_import()) {
+      if (opset.domain().empty() || opset.domain() == "ai.onnx") {
+        found = true;
+        opset_ = opset.version();
+      }
+    }
+    if (!found) opset_ = 1;
+    if (opset_ < kMinOpset || opset_ > kMaxOpset) {
+      return Status(Error::NotSupported, where() + ": default-domain opset " +
+                                             std::to_string(opset_) + " (expected " +
+                                             std::to_string(kMinOpset) + " to " +
+                                             std::to_string(kMaxOpset) + ")");
+    }
+    return Status();
+  }
+
+  Status add_weight_value(ir::Graph& graph, const std::string& name, ir::Weight weight) {
+    ir::Value value;
+    value.name = name;
+    value.type.dtype = weight.dtype;
+    value.type.shape.assign(weight.sizes.begin(), weight.sizes.end());
+    weight.name = name;
+    value.weight = model_.add_weight(std::move(weight));
+    int existing = graph.find_value(name);
+    if (existing >= 0) {
+      graph.values[existing] = std::move(value);
+    } else {
+      graph.add_value(std::move(value));
+    }
+    return Status();
+  }
+
+  Result<ir::TensorType> type_of(const std::string& name, const std::string& what) {
+    auto it = types_.find(name);
+    if (it == types_.end() || it->second == nullptr) {
+      return Status(Error::NotSupported, where() + ": " + what + " '" + name +
+                                             "' has no type (shape inference could not infer it)");
+    }
+    const onnx::TypeProto& type = *it->second;
+    if (!type.has_tensor_type()) {
+      std::string kind = type.has_sequence_type() ? "sequence"
+                         : type.has_optional_type() ? "optional"
+                         : type.has_map_type() ? "map"
+                                               : "non-tensor";
+      return Status(Error::NotSupported,
+                    where() + ": " + what + " '" + name + "' has a " + kind + " type");
+    }
+    ir::TensorType out;
+    auto dtype = dtype_from_onnx(type.tensor_type().elem_type());
+    if (!dtype.ok()) return dtype.status().with_context(where() + ": " + what + " '" + name + "'");
+    out.dtype = *dtype;
+    if (!type.tensor_type().has_shape()) {
+      out.rank_known = false;
+      return out;
+    }
+    for (const auto& dim : type.tensor_type().shape().dim()) {
+      if (dim.has_dim_value()) {
+        out.shape.emplace_back(dim.dim_value());
+      } else {
+        out.shape.push_back(ir::Dim::symbol(dim.has_dim_param() ? dim.dim_param() : ""));
+      }
+    }
+    return out;
+  }
+
+  Result<ir::Attribute> convert_attribute(const onnx::NodeProto& node,
+                                          const onnx::AttributeProto& a) {
+    ir::Attribute out;
+    out.name = a.name();
+    switch (a.type()) {
+      case onnx::AttributeProto::INT: out.value = static_cast<int64_t>(a.i()); break;
+      case onnx::AttributeProto::FLOAT: out.value = static_cast<double>(a.f()); break;
+      case onnx::AttributeProto::STRING: out.value = a.s(); break;
+      case onnx::AttributeProto::INTS:
+        out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end());
+        break;
+      case onnx::AttributeProto::FLOATS:
+        out.value = std::vector<double>(a.floats().begin(), a.floats().end());
+        break;
+      case onnx::AttributeProto::STRINGS:
+        out.value = std::vector<std::string>(a.strings().begin(), a.strings().end());
+        break;
+      case onnx::AttributeProto::TENSOR: {
+        auto weight = weight_from_proto(a.t());
+        if (!weight.ok()) return weight.status().with_context(where() + ": " + describe(node));
+        out.value = ir::WeightRef{model_.add_weight(std::move(weight).get())};
+        break;
+      }
+      default:
+        return Status(Error::NotSupported, where() + ": " + describe(node) + ": attribute '" +
+                                               a.name() + "' of type " +
+                                               onnx::AttributeProto::AttributeType_Name(a.type()));
+    }
+    return out;
+  }
+
+  // Constant nodes become weights.
+  Status import_constant(const onnx::NodeProto& node, ir::Graph& graph) {
+    if (node.attribute_size() != 1 || node.output_size() != 1) {
+      return Status(Error::InvalidProgram,
+                    where() + ": " + describe(node) + ": expected exactly one value attribute");
+    }
+    const auto& a = node.attribute(0);
+    ir::Weight w;
+    if (a.name() == "value") {
+      auto weight = weight_from_proto(a.t());
+      if (!weight.ok()) return weight.status().with_context(where() + ": " + describe(node));
+      w = std::move(weight).get();
+    } else if (a.name() == "value_float" || a.name() == "value_floats") {
+      std::vector<float> v = a.name() == "value_float"
+                                 ? std::vector<float>{a.f()}
+                                 : std::vector<float>(a.floats().begin(), a.floats().end());
+      w.dtype = runtime::ScalarType::Float32;
+      if (a.name() == "value_floats") w.sizes = {static_cast<int64_t>(v.size())};
+      w.data.resize(v.size() * 4);
+      std::memcpy(w.data.data(), v.data(), w.data.size());
+    } else if (a.name() == "value_int" || a.name() == "value_ints") {
+      std::vector<int64_t> v = a.name() == "value_int"
+                                   ? std::vector<int64_t>{a.i()}
+                                   : std::vector<int64_t>(a.ints().begin(), a.ints().end());
+      w.dtype = runtime::ScalarType::Int64;
+      if (a.name() == "value_ints") w.sizes = {static_cast<int64_t>(v.size())};
+      w.data.resize(v.size() * 8);
+      std::memcpy(w.data.data(), v.data(), w.data.size());
+    } else {
+      return Status(Error::NotSupported,
+                    where() + ": " + describe(node) + ": attribute '" + a.name() + "'");
+    }
+    return add_weight_value(graph, node.output(0), std::move(w));
+  }
+
+  // An If whose condition is a weight is replaced by the nodes of the branch taken.
+  Status inline_if(const onnx::NodeProto& node, ir::Graph& graph, int condition) {
+    const ir::Weight& w = model_.weights[graph.values[condition].weight];
+    bool taken = !w.data.empty() && w.data[0] != 0;
+    const onnx::GraphProto* branch = nullptr;
+    for (const auto& a : node.attribute()) {
+      if (a.name() == (taken ? "then_branch" : "else_branch")) branch = &a.g();
+    }
+    if (branch == nullptr) {
+      return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": branch missing");
+    }
+    for (const auto& v : branch->value_info()) types_[v.name()] = &v.type();
+    for (const auto& v : branch->output()) types_[v.name()] = &v.type();
+    for (const auto& init : branch->initializer()) {
+      auto weight = weight_from_proto(init);
+      if (!weight.ok()) return weight.status().with_context(where());
+      KILN_RETURN_IF_ERROR(add_weight_value(graph, init.name(), std::move(weight).get()));
+    }
+    KILN_RETURN_IF_ERROR(import_nodes(*branch, graph));
+    if (branch->output_size() != node.output_size()) {
+      return Status(Error::InvalidProgram, where() + ": " + describe(node) +
+                                               ": branch has " +
+                                               std::to_string(branch->output_size()) +
+                                               " outputs (expected " +
+                                               std::to_string(node.output_size()) + ")");
+    }
+    for (int i = 0; i < node.output_size(); ++i) {
+      onnx::NodeProto identity;
+      identity.set_op_type("Identity");
+      identity.set_name(node.name() + "/out" + std::to_string(i));
+      identity.add_input(branch->output(i).name());
+      identity.add_output(node.output(i));
+      if (types_.find(node.output(i)) == types_.end()) {
+        types_[node.output(i)] = &branch->output(i).type();
+      }
+      KILN_RETURN_IF_ERROR(import_node(identity, graph));
+    }
+    return Status();
+  }
+
+  Status import_nodes(const onnx::GraphProto& g, ir::Graph& graph) {
+    for (const auto& node : g.node()) KILN_RETURN_IF_ERROR(import_node(node, graph));
+    return Status();
+  }
+
+  Status import_node(const onnx::NodeProto& node, ir::Graph& graph) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      return Status(Error::NotSupported, where() + ": " + describe(node) + ": domain '" +
+                                             node.domain() + "' (expected the default domain)");
+    }
+    if (node.op_type() == "Constant") return import_constant(node, graph);
+    ir::Node out;
+    out.name = node.name().empty() ? node.op_type() + "_" + std::to_string(graph.nodes.size())
+                                   : node.name();
+    out.op = node.op_type();
+    for (const auto& input : node.input()) {
+      if (input.empty()) {
+        out.inputs.push_back(-1);
+        continue;
+      }
+      int index = graph.find_value(input);
+      if (index < 0) {
+        return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": input '" +
+                                                 input + "' is not defined before it is used");
+      }
+      out.inputs.push_back(index);
+    }
+    if (node.op_type() == "If" && !out.inputs.empty() && out.inputs[0] >= 0 &&
+        graph.values[out.inputs[0]].weight >= 0) {
+      return inline_if(node, graph, out.inputs[0]);
+    }
+    for (const auto& a : node.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
+        std::string what = node.op_type() == "If" ? "If with a condition known only at run time"
+                                                  : "operator " + node.op_type();
+        return Status(Error::NotSupported, where() + ": " + describe(node) + ": " + what);
+      }
+      KILN_ASSIGN_OR_RETURN(ir::Attribute attribute, convert_attribute(node, a));
+      out.attributes.push_back(std::move(attribute));
+    }
+    for (const auto& output : node.output()) {
+      if (output.empty()) {
+        out.outputs.push_back(-1);
+        continue;
+      }
+      auto type = type_of(output, "output of " + describe(node) + ",");
+      if (!type.ok()) return type.status();
+      int existing = graph.find_value(output);
+      if (existing >= 0) {
+        return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": output '" +
+                                                 output + "' is produced twice");
+      }
+      out.outputs.push_back(graph.add_value(ir::Value{output, std::move(type).get(), -1}));
+    }
+    graph.nodes.push_back(std::move(out));
+    if (options_.fold_constants) {
+      auto folded = engine::passes::fold_node(model_, graph, graph.nodes.size() - 1);
+      if (!folded.ok()) return folded.status().with_context(where());
+      if (*folded) graph.nodes.pop_back();
+    }
+    return Status();
+  }
+
+  const onnx::ModelProto& proto_;
+  std::string source_;
+  ImportOptions options_;
+  int64_t opset_ = 0;
+  std::map<std::string, const onnx::TypeProto*> types_;
+  ir::Model model_;
+};
+
+}  // namespace
+
+Result<ir::Model> import_onnx(const std::string& bytes, const std::string& source_name,
+                              const ImportOptions& options) {
+  onnx::ModelProto proto;
+  if (!proto.ParseFromString(bytes)) {
+    return Status(Error::InvalidProgram, "import model '" + source_name +
+                                             "': not a valid ONNX protobuf (" +
+                                             std::to_string(bytes.size()) + " bytes)");
+  }
+  if (!proto.has_graph()) {
+    return Status(Error::InvalidProgram, "import model '" + source_name + "': has no graph");
+  }
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    return Status(Error::InvalidProgram,
+                  "import model '" + source_name + "': invalid model: " + e.what());
+  }
+  try {
+    onnx::shape_inference::InferShapes(proto);
+  } catch (const std::exception& e) {
+    return Status(Error::InvalidProgram,
+                  "import model '" + source_name + "': shape inference failed: " + e.what());
+  }
+  try {
+    return Importer(proto, source_name, options).run();
+  } catch (const std::exception& e) {
+    return Status(Error::Internal, "import model '" + source_name + "': " + e.what());
+  }
+}
+
+Result<ir::Model> import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status(Error::AccessFailed, "import model '" + path + "': cannot open the file");
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return import_onnx(buffer.str(), path, options);
+}
+
+}  // namespace kiln::exporter

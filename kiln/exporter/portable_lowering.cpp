@@ -1,0 +1,245 @@
+// lower_to_portable: an IR function → a method of KernelCalls over planned memory.
+#include <kiln/exporter/export.h>
+#include <kiln/exporter/memory_planner.h>
+#include <kiln/runtime/executor/kernel_registry.h>
+
+#include <map>
+
+namespace kiln::exporter {
+
+namespace ir = engine::ir;
+using runtime::Error;
+using runtime::ShapeDynamism;
+using runtime::Status;
+
+namespace {
+
+class Lowering {
+ public:
+  Lowering(const ir::Model& model, const ir::Graph& graph, const ExportOptions& options,
+           ProgramSpec& spec)
+      : model_(model), graph_(graph), options_(options), spec_(spec) {}
+
+  Status run(const std::string& method_name) {
+    method_.name = method_name;
+    KILN_RETURN_IF_ERROR(check_kernels());
+    for (size_t i = 0; i < graph_.values.size(); ++i) {
+      KILN_RETURN_IF_ERROR(add_value(static_cast<int>(i)));
+    }
+    for (int input : graph_.inputs) {
+      method_.inputs.push_back(input);
+      method_.input_names.push_back(graph_.values[input].name);
+    }
+    for (int output : graph_.outputs) {
+      method_.outputs.push_back(output);
+      method_.output_names.push_back(graph_.values[output].name);
+    }
+    for (const auto& node : graph_.nodes) add_instruction(node);
+    plan();
+    spec_.methods.push_back(std::move(method_));
+    return Status();
+  }
+
+ private:
+  Status check_kernels() {
+    std::string missing;
+    for (const auto& node : graph_.nodes) {
+      if (runtime::get_kernel(node.op) != nullptr) continue;
+      if (missing.find("operator " + node.op + " ") != std::string::npos) continue;
+      missing += (missing.empty() ? "" : "; ") + std::string("operator ") + node.op +
+                 " (node '" + node.name + "')";
+    }
+    if (missing.empty()) return Status();
+    return Status(Error::OperatorMissing,
+                  "export function '" + graph_.name + "': no kernel implements " + missing);
+  }
+
+  int segment_of(int weight) {
+    auto it = segments_.find(weight);
+    if (it != segments_.end()) return it->second;
+    spec_.segments.push_back(model_.weights[weight].data);
+    int segment = static_cast<int>(spec_.segments.size()) - 1;
+    segments_[weight] = segment;
+    return segment;
+  }
+
+  const DimBound* bound_for(int value, size_t dim) const {
+    for (const auto& b : options_.bounds) {
+      if (b.method == method_.name && b.input == graph_.values[value].name &&
+          b.dim == static_cast<int>(dim)) {
+        return &b;
+      }
+    }
+    return nullptr;
+  }
+
+  Status add_value(int index) {
+    const ir::Value& v = graph_.values[index];
+    ValueSpec value;
+    TensorSpec& t = value.tensor;
+    t.dtype = v.type.dtype;
+    if (v.weight >= 0) {
+      const ir::Weight& w = model_.weights[v.weight];
+      t.dtype = w.dtype;
+      t.sizes = w.sizes;
+      t.constant_segment = segment_of(v.weight);
+      method_.values.push_back(std::move(value));
+      return Status();
+    }
+    bool is_static = v.type.is_static();
+    bool bounded = false;
+    for (size_t d = 0; d < v.type.shape.size(); ++d) {
+      const ir::Dim& dim = v.type.shape[d];
+      if (const DimBound* b = bound_for(index, d)) {
+        bounded = true;
+        t.sizes.push_back(b->max);
+      } else {
+        t.sizes.push_back(dim.is_static() ? dim.value() : 0);
+      }
+      t.dim_names.push_back(dim.is_static() ? "" : dim.to_string());
+    }
+    if (!is_static && !dim_names_used(t.dim_names)) t.dim_names.clear();
+    if (is_static) {
+      t.dynamism = ShapeDynamism::Static;
+    } else if (bounded && all_dims_known(index, t)) {
+      t.dynamism = ShapeDynamism::Bounded;
+    } else {
+      t.dynamism = ShapeDynamism::Unbounded;
+    }
+    if (is_static) t.dim_names.clear();
+    method_.values.push_back(std::move(value));
+    return Status();
+  }
+
+  static bool dim_names_used(const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      if (!n.empty()) return true;
+    }
+    return false;
+  }
+
+  bool all_dims_known(int index, const TensorSpec& t) const {
+    const auto& shape = graph_.values[index].type.shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!shape[d].is_static() && bound_for(index, d) == nullptr) return false;
+    }
+    return t.sizes.size() == shape.size();
+  }
+
+  int add_scalar(runtime::EValue scalar) {
+    ValueSpec value;
+    value.is_tensor = false;
+    value.scalar = std::move(scalar);
+    method_.values.push_back(std::move(value));
+    return static_cast<int>(method_.values.size()) - 1;
+  }
+
+  void add_instruction(const ir::Node& node) {
+    InstructionSpec instruction;
+    instruction.op = node.op;
+    instruction.inputs = node.inputs;
+    for (int output : node.outputs) {
+      if (output >= 0) {
+        instruction.outputs.push_back(output);
+        continue;
+      }
+      ValueSpec scratch;  // an optional output nobody reads
+      scratch.tensor.dynamism = ShapeDynamism::Unbounded;
+      method_.values.push_back(std::move(scratch));
+      instruction.outputs.push_back(static_cast<int>(method_.values.size()) - 1);
+    }
+    for (const auto& attribute : node.attributes) {
+      int index;
+      if (auto scalar = ir::scalar_attribute(attribute.value)) {
+        index = add_scalar(std::move(*scalar));
+      } else {
+        int weight = std::get<ir::WeightRef>(attribute.value).weight;
+        ValueSpec value;
+        value.tensor.dtype = model_.weights[weight].dtype;
+        value.tensor.sizes = model_.weights[weight].sizes;
+        value.tensor.constant_segment = segment_of(weight);
+        method_.values.push_back(std::move(value));
+        index = static_cast<int>(method_.values.size()) - 1;
+      }
+      instruction.attributes.emplace_back(attribute.name, index);
+    }
+    method_.instructions.push_back(std::move(instruction));
+  }
+
+  // Planned tensors (static or bounded, not constant) share one arena by lifetime.
+  void plan() {
+    int end = static_cast<int>(method_.instructions.size());
+    std::vector<int> first(method_.values.size(), -1), last(method_.values.size(), -1);
+    for (int input : method_.inputs) first[input] = 0;
+    for (int i = 0; i < end; ++i) {
+      const auto& instruction = method_.instructions[i];
+      for (int input : instruction.inputs) {
+        if (input >= 0) last[input] = std::max(last[input], i);
+      }
+      for (int output : instruction.outputs) {
+        if (first[output] < 0) first[output] = i;
+        last[output] = std::max(last[output], i);
+      }
+    }
+    for (int output : method_.outputs) last[output] = end;
+    for (int input : method_.inputs) last[input] = std::max(last[input], 0);
+    std::vector<Lifetime> lifetimes;
+    std::vector<int> planned;
+    for (size_t i = 0; i < method_.values.size(); ++i) {
+      const ValueSpec& v = method_.values[i];
+      if (!v.is_tensor || v.tensor.constant_segment >= 0 ||
+          v.tensor.dynamism == ShapeDynamism::Unbounded || first[i] < 0) {
+        continue;
+      }
+      uint64_t bytes = runtime::element_size(v.tensor.dtype);
+      for (int64_t s : v.tensor.sizes) bytes *= static_cast<uint64_t>(s);
+      lifetimes.push_back(Lifetime{first[i], std::max(first[i], last[i]), bytes});
+      planned.push_back(static_cast<int>(i));
+    }
+    if (planned.empty()) return;
+    MemoryPlan memory = plan_memory(lifetimes);
+    method_.arena_sizes.push_back(memory.arena_size);
+    for (size_t k = 0; k < planned.size(); ++k) {
+      method_.values[planned[k]].tensor.arena = 0;
+      method_.values[planned[k]].tensor.arena_offset = memory.offsets[k];
+    }
+  }
+
+  const ir::Model& model_;
+  const ir::Graph& graph_;
+  const ExportOptions& options_;
+  ProgramSpec& spec_;
+  MethodSpec method_;
+  std::map<int, int> segments_;
+};
+
+}  // namespace
+
+Status lower_to_portable(const ir::Model& model, const std::string& function,
+                         const std::string& method_name, const ExportOptions& options,
+                         ProgramSpec& spec) {
+  const ir::Graph* graph = model.find_function(function);
+  if (graph == nullptr) {
+    return Status(Error::NotFound, "export function '" + function + "': no such function");
+  }
+  for (const auto& b : options.bounds) {
+    if (b.method != method_name) continue;
+    int index = graph->find_value(b.input);
+    bool is_input = false;
+    for (int input : graph->inputs) is_input |= input == index;
+    if (index < 0 || !is_input) {
+      return Status(Error::InvalidArgument, "export method '" + method_name + "': bound names " +
+                                                "input '" + b.input + "', which does not exist");
+    }
+    int rank = static_cast<int>(graph->values[index].type.shape.size());
+    if (b.dim < 0 || b.dim >= rank || b.max <= 0) {
+      return Status(Error::InvalidArgument,
+                    "export method '" + method_name + "': bound on input '" + b.input + "' dim " +
+                        std::to_string(b.dim) + " = " + std::to_string(b.max) +
+                        " (expected dim 0.." + std::to_string(rank - 1) + " and a max > 0)");
+    }
+  }
+  return Lowering(model, *graph, options, spec).run(method_name);
+}
+
+}  // namespace kiln::exporter
