@@ -6,6 +6,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <fstream>
 #include <map>
@@ -22,6 +23,7 @@ namespace {
 
 constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 18;
+constexpr int kUpgradeTarget = 13;
 
 std::string describe(const onnx::NodeProto& node) {
   std::string name = node.name().empty() ? (node.output_size() ? node.output(0) : "?") : node.name();
@@ -311,6 +313,36 @@ class Importer {
   ir::Model model_;
 };
 
+int64_t default_opset(const onnx::ModelProto& proto) {
+  for (const auto& opset : proto.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") return opset.version();
+  }
+  return 0;
+}
+
+// Kernels implement the opset-13 forms of operators (with the older attribute forms accepted
+// where they still parse the same). Older models are brought to opset 13 with ONNX's own version
+// converter; a model it cannot convert keeps its opset if that is at least 7.
+Status upgrade_opset(onnx::ModelProto& proto, const std::string& source_name) {
+  int64_t opset = default_opset(proto);
+  if (opset == 0 || opset >= kUpgradeTarget) return Status();
+  for (const auto& node : proto.graph().node()) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") return Status();
+  }
+  try {
+    proto = onnx::version_conversion::ConvertVersion(proto, kUpgradeTarget);
+    // Opset 13 belongs to IR 7, where initializers need not be graph inputs (the converter
+    // adds initializers but keeps the model's older IR version).
+    if (proto.ir_version() < 7) proto.set_ir_version(7);
+    return Status();
+  } catch (const std::exception& e) {
+    if (opset >= kMinOpset) return Status();
+    return Status(Error::NotSupported, "import model '" + source_name + "': default-domain opset " +
+                                           std::to_string(opset) + " could not be upgraded to " +
+                                           std::to_string(kUpgradeTarget) + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 Result<ir::Model> import_onnx(const std::string& bytes, const std::string& source_name,
@@ -324,6 +356,7 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
   if (!proto.has_graph()) {
     return Status(Error::InvalidProgram, "import model '" + source_name + "': has no graph");
   }
+  KILN_RETURN_IF_ERROR(upgrade_opset(proto, source_name));
   try {
     onnx::checker::check_model(proto);
   } catch (const std::exception& e) {

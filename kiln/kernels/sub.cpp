@@ -1,0 +1,39 @@
+#include <kiln/kernels/elementwise.h>
+#include <kiln/kernels/kernels.h>
+
+namespace kiln::kernels {
+
+using runtime::EValue;
+using runtime::Span;
+using runtime::Status;
+using runtime::Tensor;
+
+namespace {
+
+constexpr std::string_view kOp = "Sub";
+
+struct SubFn {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return internal::wrapping(a, b, [](auto x, auto y) { return x - y; });
+    } else {
+      return store<T>(load(a) - load(b));
+    }
+  }
+};
+
+Status sub_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
+                  Span<EValue* const> outputs, const runtime::Attributes& attributes) {
+  return internal::run_binary_kernel(kOp, context, inputs, outputs, sub);
+}
+
+const runtime::KernelRegistration kRegisterSub("Sub", sub_kernel);
+
+}  // namespace
+
+Status sub(const Tensor& a, const Tensor& b, Tensor& out) {
+  return internal::binary_elementwise(kOp, a, b, out, SubFn{}, internal::NoCheck{});
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# THE test command: bash scripts/test.sh
+#
+#   1. install dependencies (scripts/install-deps.sh; no-op when present)
+#   2. release preset: configure, build, ctest
+#   3. asan preset (address + undefined): configure, build, ctest (program-loading robustness
+#      and every other test under the sanitizers)
+#   4. fuzz preset (clang, libFuzzer): build, write the seed corpus, run the program fuzzer
+#
+# Every phase runs even when an earlier independent one failed; the summary at the end lists
+# each phase with its result and time, and the exit status is non-zero on any failure.
+# Logs: build/logs/<phase>.log. Environment: KILN_FUZZ_SECONDS (default 60), KILN_SKIP_ASAN=1,
+# KILN_SKIP_FUZZ=1 (local shortcuts; CI runs everything).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+LOGS="$ROOT/build/logs"
+mkdir -p "$LOGS"
+FUZZ_SECONDS=${KILN_FUZZ_SECONDS:-60}
+
+phases=()
+results=()
+times=()
+failed=0
+start_all=$SECONDS
+
+# run_phase NAME COMMAND...: runs COMMAND with output to the terminal and build/logs/NAME.log.
+run_phase() {
+  local name=$1
+  shift
+  local start=$SECONDS rc=0
+  echo
+  echo "=== [$name] $* ==="
+  set +e
+  "$@" 2>&1 | tee "$LOGS/$name.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  local elapsed=$((SECONDS - start))
+  phases+=("$name")
+  times+=("$elapsed")
+  if [[ $rc -eq 0 ]]; then
+    results+=("ok")
+    echo "=== [$name] ok (${elapsed}s) ==="
+  else
+    results+=("FAILED (exit $rc)")
+    failed=1
+    echo "=== [$name] FAILED with exit $rc after ${elapsed}s (log: build/logs/$name.log) ==="
+  fi
+  return $rc
+}
+
+skip_phase() {
+  phases+=("$1")
+  results+=("skipped: $2")
+  times+=(0)
+  echo "=== [$1] skipped: $2 ==="
+}
+
+summary() {
+  echo
+  echo "================ kiln test summary ================"
+  local i
+  for i in "${!phases[@]}"; do
+    printf '  %-16s %6ss  %s\n' "${phases[$i]}" "${times[$i]}" "${results[$i]}"
+  done
+  printf '  %-16s %6ss\n' "total" "$((SECONDS - start_all))"
+  if [[ $failed -eq 0 ]]; then
+    echo "  RESULT: PASS"
+  else
+    echo "  RESULT: FAIL"
+  fi
+  echo "==================================================="
+}
+
+# preset_build_and_test PRESET: configure + build, then ctest; a failed build skips ctest.
+preset_build_and_test() {
+  local preset=$1
+  if run_phase "$preset-build" bash -c \
+      "cmake --preset $preset && cmake --build --preset $preset"; then
+    run_phase "$preset-test" ctest --preset "$preset" || true
+  else
+    skip_phase "$preset-test" "build failed"
+  fi
+}
+
+fuzz_run() {
+  local dir="$ROOT/build/fuzz"
+  rm -rf "$dir/corpus" "$dir/artifacts"
+  mkdir -p "$dir/corpus" "$dir/artifacts"
+  "$dir/fuzz/make_program_seeds" "$dir/corpus" || return
+  # Crashes, leaks, timeouts and OOMs make libFuzzer exit non-zero and leave the input in
+  # build/fuzz/artifacts/ (reproduce: build/fuzz/fuzz/program_load_fuzzer ARTIFACT).
+  "$dir/fuzz/program_load_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
+    "$dir/corpus"
+}
+
+if ! run_phase deps bash scripts/install-deps.sh; then
+  summary
+  exit 1
+fi
+
+preset_build_and_test release
+
+if [[ "${KILN_SKIP_ASAN:-0}" == 1 && "${CI:-}" != true ]]; then
+  skip_phase asan-build "KILN_SKIP_ASAN=1"
+else
+  preset_build_and_test asan
+fi
+
+if [[ "${KILN_SKIP_FUZZ:-0}" == 1 && "${CI:-}" != true ]]; then
+  skip_phase fuzz-build "KILN_SKIP_FUZZ=1"
+elif run_phase fuzz-build bash -c \
+    "cmake --preset fuzz && cmake --build --preset fuzz --target make_program_seeds program_load_fuzzer"; then
+  run_phase fuzz-run fuzz_run || true
+else
+  skip_phase fuzz-run "build failed"
+fi
+
+summary
+exit $failed
