@@ -1,5 +1,5 @@
-// Activations with attributes: Elu, Selu, LeakyRelu, HardSigmoid and Gelu. Each adapter reads
-// its attributes, then runs like any unary op.
+// Activations with attributes: Elu, Selu, LeakyRelu, ThresholdedRelu, HardSigmoid and Gelu. Each
+// adapter reads its attributes, then runs like any unary op.
 
 #include <kiln/kernels/elementwise.h>
 #include <kiln/kernels/kernels.h>
@@ -101,7 +101,19 @@ Status gelu_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
   return gelu(*x, approximation, *out);
 }
 
+Status thresholded_relu_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
+                               Span<EValue* const> outputs, const runtime::Attributes& attributes) {
+  KILN_ASSIGN_OR_RETURN(double alpha,
+                        double_attribute("ThresholdedRelu", attributes, "alpha", 1.0));
+  const Tensor* x = nullptr;
+  KILN_ASSIGN_OR_RETURN(Tensor * out,
+                        prepare_unary("ThresholdedRelu", context, inputs, outputs, &x));
+  return thresholded_relu(*x, alpha, *out);
+}
+
 const runtime::KernelRegistration kRegisterElu("Elu", elu_kernel);
+const runtime::KernelRegistration kRegisterThresholdedRelu("ThresholdedRelu",
+                                                           thresholded_relu_kernel);
 const runtime::KernelRegistration kRegisterSelu("Selu", selu_kernel);
 const runtime::KernelRegistration kRegisterLeakyRelu("LeakyRelu", leaky_relu_kernel);
 const runtime::KernelRegistration kRegisterHardSigmoid("HardSigmoid", hard_sigmoid_kernel);
@@ -123,6 +135,13 @@ Status selu(const Tensor& x, double alpha, double gamma, Tensor& out) {
 Status leaky_relu(const Tensor& x, double alpha, Tensor& out) {
   return float_activation("LeakyRelu", x, out, alpha, 0,
                           [](auto v, auto a, auto) { return v < 0 ? a * v : v; });
+}
+
+Status thresholded_relu(const Tensor& x, double alpha, Tensor& out) {
+  return float_activation("ThresholdedRelu", x, out, alpha, 0, [](auto v, auto a, auto) {
+    using C = decltype(v);
+    return v > a ? v : C{0};
+  });
 }
 
 Status hard_sigmoid(const Tensor& x, double alpha, double beta, Tensor& out) {

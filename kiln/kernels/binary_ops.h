@@ -17,18 +17,20 @@ namespace kiln::kernels {
 
 // ---- Arithmetic: output dtype = input 0's ------------------------------------------------------
 
-/// out = a ^ b (ONNX Pow); f32, f64, f16, bf16, i8, u8, i16, i32, i64. Operands of one dtype, or (ONNX's
-/// T and T1) a base and an exponent each of f32, f64, f16, bf16, i32, i64. Integer powers of
-/// one dtype are exact and wrap on overflow; a negative integer exponent gives the truncated
+/// out = a ^ b (ONNX Pow); f32, f64, f16, bf16, i8, u8, i16, i32, i64. Operands of one dtype, or
+/// (ONNX's T and T1) a base and an exponent each of f32, f64, f16, bf16, i32, i64. Integer powers
+/// of one dtype are exact and wrap on overflow; a negative integer exponent gives the truncated
 /// quotient (0 unless |a| = 1). An integer base with a float exponent is computed in double,
 /// then truncated and saturated.
 runtime::Status pow(const runtime::Tensor& a, const runtime::Tensor& b, runtime::Tensor& out);
-/// out = a mod b (ONNX Mod); f32, f64, f16, bf16, i8, u8, i16, i32, i64. With `fmod` the result takes the sign of a (C fmod); without it
-/// the sign of b (Python %). An integer divisor of 0 gives InvalidArgument naming the element.
+/// out = a mod b (ONNX Mod); f32, f64, f16, bf16, i8, u8, i16, i32, i64. With `fmod` the result
+/// takes the sign of a (C fmod); without it the sign of b (Python %). An integer divisor of 0 gives
+/// InvalidArgument naming the element.
 runtime::Status mod(const runtime::Tensor& a, const runtime::Tensor& b, bool fmod,
                     runtime::Tensor& out);
-/// out = x < 0 ? slope * x : x (ONNX PRelu); f32, f64, f16, bf16, i32, i64; `slope` broadcasts to `x` (unidirectionally) and
-/// `out` has `x`'s shape. Errors: InvalidArgument naming both shapes when it does not.
+/// out = x < 0 ? slope * x : x (ONNX PRelu); f32, f64, f16, bf16, i32, i64; `slope` broadcasts to
+/// `x` (unidirectionally) and `out` has `x`'s shape. Errors: InvalidArgument naming both shapes
+/// when it does not.
 runtime::Status prelu(const runtime::Tensor& x, const runtime::Tensor& slope, runtime::Tensor& out);
 
 // ---- Comparisons and logic: output bool -------------------------------------------------------
@@ -76,8 +78,8 @@ runtime::Status mean(runtime::Span<const runtime::Tensor* const> inputs, runtime
 /// and `y` share any dtype, which is `out`'s.
 runtime::Status where(const runtime::Tensor& condition, const runtime::Tensor& x,
                       const runtime::Tensor& y, runtime::Tensor& out);
-/// out = min(max(x, lo), hi) (ONNX Clip); f32, f64, f16, bf16, i8, u8, i16, i32, i64. `min` and `max` are
-/// optional (null: no bound) one-element tensors of `x`'s dtype, or of f64 (the opset 6
+/// out = min(max(x, lo), hi) (ONNX Clip); f32, f64, f16, bf16, i8, u8, i16, i32, i64. `min` and
+/// `max` are optional (null: no bound) one-element tensors of `x`'s dtype, or of f64 (the opset 6
 /// attribute form, converted to `x`'s dtype). When min > max every element becomes max, as
 /// ONNX specifies; nan stays nan.
 runtime::Status clip(const runtime::Tensor& x, const runtime::Tensor* min,

@@ -84,9 +84,9 @@ inline constexpr std::array<runtime::ScalarType, 6> kFloatAndIntDtypes = {
     runtime::ScalarType::BFloat16, runtime::ScalarType::Int32,   runtime::ScalarType::Int64};
 
 inline constexpr std::array<runtime::ScalarType, 9> kNumericDtypes = {
-    runtime::ScalarType::Float32, runtime::ScalarType::Float64, runtime::ScalarType::Float16,
-    runtime::ScalarType::BFloat16, runtime::ScalarType::Int8,   runtime::ScalarType::UInt8,
-    runtime::ScalarType::Int16,   runtime::ScalarType::Int32,   runtime::ScalarType::Int64};
+    runtime::ScalarType::Float32,  runtime::ScalarType::Float64, runtime::ScalarType::Float16,
+    runtime::ScalarType::BFloat16, runtime::ScalarType::Int8,    runtime::ScalarType::UInt8,
+    runtime::ScalarType::Int16,    runtime::ScalarType::Int32,   runtime::ScalarType::Int64};
 inline constexpr std::array<runtime::ScalarType, 10> kAllDtypes = {
     runtime::ScalarType::Float32,  runtime::ScalarType::Float64, runtime::ScalarType::Float16,
     runtime::ScalarType::BFloat16, runtime::ScalarType::Int8,    runtime::ScalarType::UInt8,

@@ -15,12 +15,12 @@ namespace kiln::kernels {
 
 /// What a reduction computes over the reduced elements.
 enum class ReduceKind {
-  Sum,   ///< ReduceSum; 0 for an empty reduction.
-  Mean,  ///< ReduceMean; nan for an empty float reduction (integers truncate, 0 when empty).
-  Max,   ///< ReduceMax; -inf (or the integer's lowest value) for an empty reduction; nan wins.
-  Min,   ///< ReduceMin; +inf (or the integer's highest value) when empty; nan wins.
-  Prod,  ///< ReduceProd; 1 for an empty reduction.
-  L2,    ///< ReduceL2: sqrt of the sum of squares.
+  Sum,        ///< ReduceSum; 0 for an empty reduction.
+  Mean,       ///< ReduceMean; nan for an empty float reduction (integers truncate, 0 when empty).
+  Max,        ///< ReduceMax; -inf (or the integer's lowest value) for an empty reduction; nan wins.
+  Min,        ///< ReduceMin; +inf (or the integer's highest value) when empty; nan wins.
+  Prod,       ///< ReduceProd; 1 for an empty reduction.
+  L2,         ///< ReduceL2: sqrt of the sum of squares.
   L1,         ///< ReduceL1: the sum of absolute values.
   SumSquare,  ///< ReduceSumSquare: the sum of squares.
   LogSum,     ///< ReduceLogSum: log of the sum.

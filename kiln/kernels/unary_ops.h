@@ -55,6 +55,8 @@ runtime::Status elu(const runtime::Tensor& x, double alpha, runtime::Tensor& out
 runtime::Status selu(const runtime::Tensor& x, double alpha, double gamma, runtime::Tensor& out);
 /// x for x >= 0, alpha * x below (ONNX LeakyRelu; default alpha 0.01).
 runtime::Status leaky_relu(const runtime::Tensor& x, double alpha, runtime::Tensor& out);
+/// x for x > alpha, else 0 (ONNX ThresholdedRelu; default alpha 1).
+runtime::Status thresholded_relu(const runtime::Tensor& x, double alpha, runtime::Tensor& out);
 /// max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid; defaults alpha 0.2, beta 0.5).
 runtime::Status hard_sigmoid(const runtime::Tensor& x, double alpha, double beta,
                              runtime::Tensor& out);

@@ -173,6 +173,9 @@ TEST(Activation, LeakyReluAndHardSigmoid) {
   EXPECT_THAT(run_f32("LeakyRelu", {-100, 0, 3}), ElementsAre(-1, 0, 3));
   EXPECT_THAT(run_f32("LeakyRelu", {-2, 3}, attrs({{"alpha", 0.5}})), ElementsAre(-1, 3));
   EXPECT_THAT(run_f32("HardSigmoid", {-10, 0, 1, 10}), ElementsAre(0, 0.5f, 0.7f, 1));
+  EXPECT_THAT(run_f32("ThresholdedRelu", {-2, 1, 1.5f}), ElementsAre(0, 0, 1.5f));
+  EXPECT_THAT(run_f32("ThresholdedRelu", {-2, 1, 1.5f}, attrs({{"alpha", -3.0}})),
+              ElementsAre(-2, 1, 1.5f));
   // An int attribute reads as a double.
   EXPECT_THAT(run_f32("HardSigmoid", {-1, 0, 1}, attrs({{"alpha", 1}, {"beta", 0.25}})),
               ElementsAre(0, 0.25f, 1));
