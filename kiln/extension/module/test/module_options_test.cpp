@@ -126,6 +126,36 @@ TEST_F(ModuleOptionsTest, OptionsReachOnlyTheirOwnBackend) {
   EXPECT_EQ((*outputs)[0].to_tensor().data_ptr<float>()[3], 4.0f);  // stubs copy through
 }
 
+// A typed builder in the style of KilnBackendOptions: backend_id() and view().
+class StubAOptions {
+ public:
+  StubAOptions& setNumThreads(int n) {
+    (void)options_.set_option("num_threads", n);
+    return *this;
+  }
+  std::string_view backend_id() const { return "StubA"; }
+  runtime::Span<const BackendOption> view() const { return options_.view(); }
+
+ private:
+  BackendOptions<4> options_;
+};
+
+TEST_F(ModuleOptionsTest, BuilderOverloadAndOneMapForTwoModules) {
+  LoadBackendOptionsMap map;
+  ASSERT_TRUE(map.set_options(StubAOptions().setNumThreads(3)).ok());  // builder is a temporary
+  Module first(path_);
+  Module second(path_);
+  ASSERT_TRUE(first.load("prefill", map).ok());
+  ASSERT_TRUE(second.load("prefill", map).ok());
+  EXPECT_THAT(seen_by(*stub_a_->backend, "prefill"),
+              ElementsAre(ElementsAre(option("num_threads", int64_t{3})),
+                          ElementsAre(option("num_threads", int64_t{3}))));
+  ASSERT_TRUE(map.set_options(StubAOptions().setNumThreads(5)).ok());  // replaces for the id
+  ASSERT_TRUE(second.load_method("prefill", map).ok());
+  EXPECT_EQ(seen_by(*stub_a_->backend, "prefill").back(),
+            (std::vector<BackendOption>{option("num_threads", int64_t{5})}));
+}
+
 TEST_F(ModuleOptionsTest, NoOptionsMeansBackendDefaults) {
   Module module(path_);
   ASSERT_TRUE(module.load_method("forward").ok());
