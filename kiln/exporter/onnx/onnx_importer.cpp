@@ -32,8 +32,12 @@ std::string describe(const onnx::NodeProto& node) {
 
 class Importer {
  public:
-  Importer(const onnx::ModelProto& proto, std::string source, const ImportOptions& options)
-      : proto_(proto), source_(std::move(source)), options_(options) {}
+  Importer(const onnx::ModelProto& proto, std::string source, const ImportOptions& options,
+           int64_t original_opset)
+      : proto_(proto),
+        source_(std::move(source)),
+        options_(options),
+        original_opset_(original_opset) {}
 
   Result<ir::Model> run() {
     KILN_RETURN_IF_ERROR(check_opsets());
@@ -296,6 +300,7 @@ class Importer {
       }
       out.outputs.push_back(graph.add_value(ir::Value{output, std::move(type).get(), -1}));
     }
+    if (out.op == "PRelu" && original_opset_ < 7) channel_slope(out, graph);
     graph.nodes.push_back(std::move(out));
     if (options_.fold_constants) {
       auto folded = engine::passes::fold_node(model_, graph, graph.nodes.size() - 1);
@@ -305,10 +310,30 @@ class Importer {
     return Status();
   }
 
+  // PRelu before opset 7 applies a 1-D slope of C values per channel (dim 1); the version
+  // converter leaves it as is, so the slope weight is reshaped to [C, 1, ..., 1].
+  void channel_slope(ir::Node& node, ir::Graph& graph) {
+    if (node.inputs.size() != 2 || node.inputs[0] < 0 || node.inputs[1] < 0) return;
+    const ir::Value& x = graph.values[node.inputs[0]];
+    ir::Value& slope = graph.values[node.inputs[1]];
+    if (slope.weight < 0 || !x.type.rank_known || x.type.shape.size() < 3) return;
+    const ir::Weight& w = model_.weights[slope.weight];
+    if (w.sizes.size() != 1 || !(x.type.shape[1] == ir::Dim(w.sizes[0]))) return;
+    ir::Weight reshaped = w;
+    reshaped.sizes.assign(x.type.shape.size() - 1, 1);
+    reshaped.sizes[0] = w.sizes[0];
+    ir::Value value = slope;
+    value.name = slope.name + "/per_channel";
+    value.type.shape.assign(reshaped.sizes.begin(), reshaped.sizes.end());
+    value.weight = model_.add_weight(std::move(reshaped));
+    node.inputs[1] = graph.add_value(std::move(value));
+  }
+
   const onnx::ModelProto& proto_;
   std::string source_;
   ImportOptions options_;
   int64_t opset_ = 0;
+  int64_t original_opset_ = 0;  // before the upgrade to opset 13
   std::map<std::string, const onnx::TypeProto*> types_;
   ir::Model model_;
 };
@@ -356,6 +381,7 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
   if (!proto.has_graph()) {
     return Status(Error::InvalidProgram, "import model '" + source_name + "': has no graph");
   }
+  int64_t original_opset = default_opset(proto);
   KILN_RETURN_IF_ERROR(upgrade_opset(proto, source_name));
   try {
     onnx::checker::check_model(proto);
@@ -370,7 +396,7 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
                   "import model '" + source_name + "': shape inference failed: " + e.what());
   }
   try {
-    return Importer(proto, source_name, options).run();
+    return Importer(proto, source_name, options, original_opset).run();
   } catch (const std::exception& e) {
     return Status(Error::Internal, "import model '" + source_name + "': " + e.what());
   }
