@@ -77,7 +77,8 @@ Result<std::shared_ptr<Program>> Program::load(std::shared_ptr<DataLoader> loade
   }
   flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data.data()), data.size(),
                                  /*max_depth=*/64, /*max_tables=*/10'000'000);
-  if (data.size() == 0 || !schema::ProgramBufferHasIdentifier(data.data()) ||
+  // The identifier sits after the 4-byte root offset; shorter buffers cannot hold it.
+  if (data.size() < 8 || !schema::ProgramBufferHasIdentifier(data.data()) ||
       !schema::VerifyProgramBuffer(verifier)) {
     return Status(Error::InvalidProgram,
                   "'" + loader->name() + "': load program: the program flatbuffer (" +
