@@ -111,6 +111,16 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
       // Kernels never write inputs, and verification forbids constants as outputs.
       data = const_cast<uint8_t*>(static_cast<const uint8_t*>(segment->data()) +
                                   t->constant_offset());
+      // A corrupt offset, or a segment placed at an odd file offset, could leave the data
+      // misaligned for its dtype; kernels read it as typed arrays.
+      size_t alignment = element_size(static_cast<ScalarType>(t->dtype()));
+      if (alignment > 1 && reinterpret_cast<uintptr_t>(data) % alignment != 0) {
+        return Status(Error::InvalidProgram,
+                      where + " value " + std::to_string(i) + ": constant data at offset " +
+                          std::to_string(t->constant_offset()) + " of segment " +
+                          std::to_string(t->constant_segment()) + " is not aligned to its " +
+                          std::to_string(alignment) + "-byte elements");
+      }
     } else if (t->arena() >= 0) {
       data = method->arenas_[t->arena()].get() + t->arena_offset();
     } else if (nbytes > 0) {
@@ -166,9 +176,19 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
       out.attributes = Attributes(std::move(attributes));
       out.context = std::make_unique<KernelContext>(
           out.name, [raw](EValue& v, Span<const int64_t> s) { return raw->resize_value(v, s); });
+    } else if (const auto* jump = instruction->kind_as_JumpFalseCall()) {
+      out.kind = Method::Instruction::Kind::JumpFalse;
+      out.name = "jump";
+      out.destination = static_cast<size_t>(jump->destination());
+      out.inputs = {&raw->values_[static_cast<size_t>(jump->condition())]};
+    } else if (const auto* move = instruction->kind_as_MoveCall()) {
+      out.kind = Method::Instruction::Kind::Move;
+      out.name = "move";
+      out.inputs = {&raw->values_[static_cast<size_t>(move->source())]};
+      out.outputs = {&raw->values_[static_cast<size_t>(move->destination())]};
     } else {
       const auto* delegate_call = instruction->kind_as_DelegateCall();
-      out.is_delegate = true;
+      out.kind = Method::Instruction::Kind::Delegate;
       out.delegate = static_cast<size_t>(delegate_call->delegate());
       out.name = method->meta_.delegates[out.delegate].id;
       out.inputs = pointers(delegate_call->inputs());

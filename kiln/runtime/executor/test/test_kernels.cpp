@@ -16,6 +16,9 @@ Status test_scale(KernelContext& context, Span<EValue* const> inputs,
   const Tensor* addend = nullptr;
   if (inputs.size() > 1 && !inputs[1]->is_none()) {
     addend = &inputs[1]->to_tensor();
+    if (addend->dtype() != ScalarType::Float32) {
+      return Status(Error::InvalidType, "TestScale: addend not f32");
+    }
     if (addend->numel() != in.numel()) {
       return Status(Error::InvalidArgument, "TestScale: addend has " +
                                                 std::to_string(addend->numel()) + " elements");
