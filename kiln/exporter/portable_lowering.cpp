@@ -34,21 +34,33 @@ class Lowering {
       method_.outputs.push_back(output);
       method_.output_names.push_back(graph_.values[output].name);
     }
-    for (const auto& node : graph_.nodes) add_instruction(node);
+    for (const auto& node : graph_.nodes) add_node(node);
     plan();
     spec_.methods.push_back(std::move(method_));
     return Status();
   }
 
  private:
-  Status check_kernels() {
-    std::string missing;
-    for (const auto& node : graph_.nodes) {
+  static bool is_branching(const ir::Node& node) {
+    return node.op == "If" && node.regions.size() == 2;
+  }
+
+  static void find_missing(const std::vector<ir::Node>& nodes, std::string& missing) {
+    for (const auto& node : nodes) {
+      if (is_branching(node)) {
+        for (const auto& region : node.regions) find_missing(region.nodes, missing);
+        continue;
+      }
       if (runtime::get_kernel(node.op) != nullptr) continue;
       if (missing.find("operator " + node.op + " ") != std::string::npos) continue;
       missing += (missing.empty() ? "" : "; ") + std::string("operator ") + node.op +
                  " (node '" + node.name + "')";
     }
+  }
+
+  Status check_kernels() {
+    std::string missing;
+    find_missing(graph_.nodes, missing);
     if (missing.empty()) return Status();
     return Status(Error::OperatorMissing,
                   "export function '" + graph_.name + "': no kernel implements " + missing);
@@ -132,6 +144,46 @@ class Lowering {
     value.scalar = std::move(scalar);
     method_.values.push_back(std::move(value));
     return static_cast<int>(method_.values.size()) - 1;
+  }
+
+  void add_node(const ir::Node& node) {
+    if (is_branching(node)) {
+      add_if(node);
+    } else {
+      add_instruction(node);
+    }
+  }
+
+  size_t add_jump_false(int condition) {
+    InstructionSpec jump;
+    jump.kind = InstructionSpec::Kind::JumpFalse;
+    jump.inputs = {condition};
+    method_.instructions.push_back(std::move(jump));
+    return method_.instructions.size() - 1;
+  }
+
+  void add_branch(const ir::Node& node, const ir::Region& region) {
+    for (const auto& inner : region.nodes) add_node(inner);
+    for (size_t i = 0; i < node.outputs.size() && i < region.outputs.size(); ++i) {
+      if (node.outputs[i] < 0) continue;
+      InstructionSpec move;
+      move.kind = InstructionSpec::Kind::Move;
+      move.inputs = {region.outputs[i]};
+      move.outputs = {node.outputs[i]};
+      method_.instructions.push_back(std::move(move));
+    }
+  }
+
+  // If: jump to the else branch when the condition is false; the then branch ends with an
+  // unconditional jump (on a constant false) past the else branch. Each branch moves its
+  // results into the If's outputs. Jumps go forward only, as the runtime requires.
+  void add_if(const ir::Node& node) {
+    size_t to_else = add_jump_false(node.inputs[0]);
+    add_branch(node, node.regions[0]);
+    size_t to_end = add_jump_false(add_scalar(runtime::EValue(false)));
+    method_.instructions[to_else].destination = static_cast<int>(method_.instructions.size());
+    add_branch(node, node.regions[1]);
+    method_.instructions[to_end].destination = static_cast<int>(method_.instructions.size());
   }
 
   void add_instruction(const ir::Node& node) {

@@ -125,6 +125,33 @@ ProgramBuilder& ProgramBuilder::node(const std::string& op, std::vector<std::str
   return *this;
 }
 
+ProgramBuilder& ProgramBuilder::jump_false(const std::string& condition,
+                                           const std::string& label) {
+  NodeDef n;
+  n.is_jump = true;
+  n.inputs = {condition};
+  n.label = label;
+  current().nodes.push_back(std::move(n));
+  return *this;
+}
+
+ProgramBuilder& ProgramBuilder::label(const std::string& name) {
+  auto& m = current();
+  if (!m.labels.emplace(name, static_cast<int>(m.nodes.size())).second && m.error.empty()) {
+    m.error = "label '" + name + "' is placed twice";
+  }
+  return *this;
+}
+
+ProgramBuilder& ProgramBuilder::move(const std::string& source, const std::string& destination) {
+  NodeDef n;
+  n.is_move = true;
+  n.inputs = {source};
+  n.outputs = {destination};
+  current().nodes.push_back(std::move(n));
+  return *this;
+}
+
 ProgramBuilder& ProgramBuilder::delegate(
     const std::string& backend_id, std::vector<uint8_t> processed, std::vector<std::string> inputs,
     std::vector<std::string> outputs,
@@ -224,6 +251,16 @@ Result<std::vector<uint8_t>> ProgramBuilder::build() const {
     for (const auto& n : m.nodes) {
       exporter::InstructionSpec instruction;
       instruction.is_delegate = n.is_delegate;
+      if (n.is_delegate) instruction.kind = exporter::InstructionSpec::Kind::Delegate;
+      if (n.is_move) instruction.kind = exporter::InstructionSpec::Kind::Move;
+      if (n.is_jump) {
+        instruction.kind = exporter::InstructionSpec::Kind::JumpFalse;
+        auto label = m.labels.find(n.label);
+        if (label == m.labels.end()) {
+          return Status(Error::InvalidArgument, where + ": label '" + n.label + "' is not placed");
+        }
+        instruction.destination = label->second;
+      }
       instruction.op = n.op;
       instruction.delegate = n.delegate;
       KILN_RETURN_IF_ERROR(indices(n.inputs, instruction.inputs));

@@ -68,6 +68,13 @@ class ProgramBuilder {
   ProgramBuilder& delegate_segment(const std::string& backend_id, std::vector<uint8_t> processed,
                                    std::vector<std::string> inputs,
                                    std::vector<std::string> outputs);
+  /// Control flow: continue at `label` when `condition` is false (a JumpFalseCall). The label
+  /// is placed later with `label`; build fails if it never is, or is placed before the jump.
+  ProgramBuilder& jump_false(const std::string& condition, const std::string& label);
+  /// Places `name` before the next instruction (or at the end of the method).
+  ProgramBuilder& label(const std::string& name);
+  /// A MoveCall copying tensor `source` into tensor `destination` (resizing it).
+  ProgramBuilder& move(const std::string& source, const std::string& destination);
   /// Marks a value as a method output.
   ProgramBuilder& output(const std::string& name);
   /// Program-wide named data (one segment per key).
@@ -93,6 +100,9 @@ class ProgramBuilder {
   };
   struct NodeDef {
     bool is_delegate = false;
+    bool is_jump = false;
+    bool is_move = false;
+    std::string label;  // jump target
     std::string op;
     int delegate = -1;
     std::vector<std::string> inputs, outputs;
@@ -110,6 +120,7 @@ class ProgramBuilder {
     std::vector<std::string> inputs, outputs;
     std::vector<NodeDef> nodes;
     std::vector<DelegateDef> delegates;
+    std::map<std::string, int> labels;  // name → instruction index
     std::string error;  // first definition error, reported by build()
   };
 

@@ -56,8 +56,19 @@ struct Attribute {
   AttributeValue value;
 };
 
+struct Node;
+
+/// A branch of a control-flow node: nodes run in order, then `outputs` are the branch's results
+/// (the node's outputs take them). Branch nodes index into the enclosing graph's values, so a
+/// branch reads outer values directly.
+struct Region {
+  std::vector<Node> nodes;
+  std::vector<int> outputs;
+};
+
 /// One operation. `inputs` and `outputs` are indices into the graph's values; -1 is an absent
-/// optional input.
+/// optional input. A data-dependent If has two regions, then and else, and its input 0 is the
+/// condition.
 struct Node {
   std::string name;
   std::string op;
@@ -65,6 +76,7 @@ struct Node {
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<Attribute> attributes;
+  std::vector<Region> regions;
 
   const Attribute* attribute(std::string_view name) const;
 };

@@ -59,6 +59,11 @@ std::optional<ir::Weight> fold_shape(const ir::Graph& graph, const ir::Node& nod
 
 runtime::Result<bool> fold_node(ir::Model& model, ir::Graph& graph, size_t node_index) {
   const ir::Node node = graph.nodes[node_index];
+  return fold_node(model, graph, node);
+}
+
+runtime::Result<bool> fold_node(ir::Model& model, ir::Graph& graph, const ir::Node& node) {
+  if (!node.regions.empty()) return false;
   if (node.outputs.size() != 1 && node.op != "Split") {
     if (node.outputs.empty()) return false;
   }

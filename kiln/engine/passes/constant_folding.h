@@ -14,5 +14,7 @@ inline constexpr int64_t kMaxFoldedElements = 1 << 22;
 /// be (a non-constant input, no kernel, a random op, an output too large or of unknown dtype).
 /// Errors: the kernel's own error, with the node named, when constant inputs are invalid.
 runtime::Result<bool> fold_node(ir::Model& model, ir::Graph& graph, size_t node_index);
+/// Same, for `node` (a node of `graph` or of one of its regions). Nodes with regions never fold.
+runtime::Result<bool> fold_node(ir::Model& model, ir::Graph& graph, const ir::Node& node);
 
 }  // namespace kiln::engine::passes

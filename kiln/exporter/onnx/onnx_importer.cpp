@@ -57,6 +57,7 @@ class Importer {
       KILN_ASSIGN_OR_RETURN(ir::TensorType type, type_of(input.name(), "graph input"));
       graph.inputs.push_back(graph.add_value(ir::Value{input.name(), std::move(type), -1}));
     }
+    nodes_ = &graph.nodes;
     KILN_RETURN_IF_ERROR(import_nodes(g, graph));
     for (const auto& output : g.output()) {
       int index = graph.find_value(output.name());
@@ -277,15 +278,81 @@ class Importer {
         graph.values[out.inputs[0]].weight >= 0) {
       return inline_if(node, graph, out.inputs[0]);
     }
+    if (node.op_type() == "If") return import_if(node, graph, std::move(out));
     for (const auto& a : node.attribute()) {
       if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
-        std::string what = node.op_type() == "If" ? "If with a condition known only at run time"
-                                                  : "operator " + node.op_type();
-        return Status(Error::NotSupported, where() + ": " + describe(node) + ": " + what);
+        return Status(Error::NotSupported,
+                      where() + ": " + describe(node) + ": operator " + node.op_type());
       }
       KILN_ASSIGN_OR_RETURN(ir::Attribute attribute, convert_attribute(node, a));
       out.attributes.push_back(std::move(attribute));
     }
+    KILN_RETURN_IF_ERROR(add_outputs(node, graph, out));
+    if (out.op == "PRelu" && original_opset_ < 7) channel_slope(out, graph);
+    nodes_->push_back(std::move(out));
+    if (options_.fold_constants) {
+      auto folded = engine::passes::fold_node(model_, graph, nodes_->back());
+      if (!folded.ok()) return folded.status().with_context(where());
+      if (*folded) nodes_->pop_back();
+    }
+    return Status();
+  }
+
+  // A data-dependent If keeps both branches as regions of one node; the lowering turns them
+  // into a conditional jump. Branch values join the function's value table (ONNX names are
+  // unique across a model's scopes), and branches read outer values by name.
+  Status import_if(const onnx::NodeProto& node, ir::Graph& graph, ir::Node out) {
+    for (const char* name : {"then_branch", "else_branch"}) {
+      const onnx::GraphProto* branch = nullptr;
+      for (const auto& a : node.attribute()) {
+        if (a.name() == name && a.type() == onnx::AttributeProto::GRAPH) branch = &a.g();
+      }
+      if (branch == nullptr) {
+        return Status(Error::InvalidProgram,
+                      where() + ": " + describe(node) + ": attribute '" + name + "' missing");
+      }
+      if (branch->output_size() != node.output_size()) {
+        return Status(Error::InvalidProgram,
+                      where() + ": " + describe(node) + ": " + name + " has " +
+                          std::to_string(branch->output_size()) + " outputs (expected " +
+                          std::to_string(node.output_size()) + ", one per If output)");
+      }
+      for (const auto& v : branch->value_info()) types_[v.name()] = &v.type();
+      for (const auto& v : branch->output()) types_[v.name()] = &v.type();
+      for (int i = 0; i < node.output_size(); ++i) {
+        // Shape inference normally types the If's outputs (merging both branches).
+        if (!node.output(i).empty() && types_.find(node.output(i)) == types_.end()) {
+          types_[node.output(i)] = &branch->output(i).type();
+        }
+      }
+      for (const auto& init : branch->initializer()) {
+        auto weight = weight_from_proto(init);
+        if (!weight.ok()) return weight.status().with_context(where());
+        KILN_RETURN_IF_ERROR(add_weight_value(graph, init.name(), std::move(weight).get()));
+      }
+      ir::Region region;
+      std::vector<ir::Node>* outer = nodes_;
+      nodes_ = &region.nodes;
+      Status imported = import_nodes(*branch, graph);
+      nodes_ = outer;
+      KILN_RETURN_IF_ERROR(imported);
+      for (const auto& output : branch->output()) {
+        int index = graph.find_value(output.name());
+        if (index < 0) {
+          return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": " + name +
+                                                   " output '" + output.name() +
+                                                   "' is not defined");
+        }
+        region.outputs.push_back(index);
+      }
+      out.regions.push_back(std::move(region));
+    }
+    KILN_RETURN_IF_ERROR(add_outputs(node, graph, out));
+    nodes_->push_back(std::move(out));
+    return Status();
+  }
+
+  Status add_outputs(const onnx::NodeProto& node, ir::Graph& graph, ir::Node& out) {
     for (const auto& output : node.output()) {
       if (output.empty()) {
         out.outputs.push_back(-1);
@@ -299,13 +366,6 @@ class Importer {
                                                  output + "' is produced twice");
       }
       out.outputs.push_back(graph.add_value(ir::Value{output, std::move(type).get(), -1}));
-    }
-    if (out.op == "PRelu" && original_opset_ < 7) channel_slope(out, graph);
-    graph.nodes.push_back(std::move(out));
-    if (options_.fold_constants) {
-      auto folded = engine::passes::fold_node(model_, graph, graph.nodes.size() - 1);
-      if (!folded.ok()) return folded.status().with_context(where());
-      if (*folded) graph.nodes.pop_back();
     }
     return Status();
   }
@@ -336,6 +396,7 @@ class Importer {
   int64_t original_opset_ = 0;  // before the upgrade to opset 13
   std::map<std::string, const onnx::TypeProto*> types_;
   ir::Model model_;
+  std::vector<ir::Node>* nodes_ = nullptr;  // where imported nodes go: the graph or a branch
 };
 
 int64_t default_opset(const onnx::ModelProto& proto) {

@@ -198,5 +198,86 @@ TEST(OnnxImport, IfWithAConstantConditionIsInlined) {
   EXPECT_TRUE(has_neg);
 }
 
+// A branch graph applying `op` to outer value `input` (or, with op "", returning it as is).
+void set_branch(onnx::NodeProto& n, const std::string& name, const std::string& op,
+                const std::string& input) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* g = a->mutable_g();
+  g->set_name(n.name() + "_" + name);
+  std::string result = input;
+  if (!op.empty()) {
+    result = n.name() + "_" + name + "_out";
+    auto* node = g->add_node();
+    node->set_op_type(op);
+    node->add_input(input);
+    node->add_output(result);
+  }
+  auto* out = g->add_output();
+  out->set_name(result);
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(kF32);
+  out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+}
+
+std::vector<float> run_if(runtime::Program& program, bool c1, bool c2) {
+  auto method = program.load_method("forward");
+  EXPECT_TRUE(method.ok()) << method.status();
+  if (!method.ok()) return {};
+  std::vector<float> x = {-1.5f, 2.0f};
+  uint8_t conditions[2] = {c1, c2};
+  EXPECT_TRUE((*method)->set_input(0, EValue(Tensor(ScalarType::Float32, {2}, x.data()))).ok());
+  EXPECT_TRUE((*method)->set_input(1, EValue(Tensor(ScalarType::Bool, {}, &conditions[0]))).ok());
+  EXPECT_TRUE((*method)->set_input(2, EValue(Tensor(ScalarType::Bool, {}, &conditions[1]))).ok());
+  auto status = (*method)->execute();
+  EXPECT_TRUE(status.ok()) << status;
+  const Tensor& y = (*method)->get_output(0).to_tensor();
+  return std::vector<float>(y.data_ptr<float>(), y.data_ptr<float>() + y.numel());
+}
+
+TEST(OnnxImport, IfWithARunTimeConditionRunsTheBranchTaken) {
+  // y = c1 ? relu(x) : (c2 ? x : neg(x)) + x: nested Ifs, a branch returning an outer value,
+  // and a value computed before the If read inside and after it.
+  OnnxModelBuilder b;
+  b.input("x", kF32, {2}).input("c1", onnx::TensorProto::BOOL, {})
+      .input("c2", onnx::TensorProto::BOOL, {}).output("y", kF32, {2});
+  auto& outer = b.node("If", {"c1"}, {"chosen"}, "outer");
+  set_branch(outer, "then_branch", "Relu", "x");
+  auto* else_attr = outer.add_attribute();
+  else_attr->set_name("else_branch");
+  else_attr->set_type(onnx::AttributeProto::GRAPH);
+  auto* else_graph = else_attr->mutable_g();
+  else_graph->set_name("outer_else");
+  auto* inner = else_graph->add_node();
+  inner->set_op_type("If");
+  inner->set_name("inner");
+  inner->add_input("c2");
+  inner->add_output("inner_out");
+  set_branch(*inner, "then_branch", "", "x");
+  set_branch(*inner, "else_branch", "Neg", "x");
+  auto* else_out = else_graph->add_output();
+  else_out->set_name("inner_out");
+  else_out->mutable_type()->mutable_tensor_type()->set_elem_type(kF32);
+  else_out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  b.node("Add", {"chosen", "x"}, {"y"});
+  auto program = export_and_load(b.bytes());
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(run_if(**program, true, false), (std::vector<float>{-1.5f, 4.0f}));
+  EXPECT_EQ(run_if(**program, false, true), (std::vector<float>{-3.0f, 4.0f}));
+  EXPECT_EQ(run_if(**program, false, false), (std::vector<float>{0.0f, 0.0f}));
+}
+
+TEST(OnnxImport, IfBranchWithTheWrongNumberOfOutputsIsRejected) {
+  OnnxModelBuilder b;
+  b.input("x", kF32, {2}).input("c", onnx::TensorProto::BOOL, {}).output("y", kF32, {2});
+  auto& n = b.node("If", {"c"}, {"y"}, "branch");
+  set_branch(n, "then_branch", "Relu", "x");
+  set_branch(n, "else_branch", "Neg", "x");
+  n.mutable_attribute(1)->mutable_g()->add_output()->CopyFrom(n.attribute(1).g().output(0));
+  auto model = import_onnx(b.bytes(), "m.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("outputs"), std::string::npos) << model.status();
+}
+
 }  // namespace
 }  // namespace kiln::exporter

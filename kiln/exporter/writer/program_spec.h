@@ -31,11 +31,15 @@ struct ValueSpec {
 };
 
 struct InstructionSpec {
-  bool is_delegate = false;
+  enum class Kind { Kernel, Delegate, JumpFalse, Move };
+  Kind kind = Kind::Kernel;
+  bool is_delegate = false;  ///< Same as kind == Delegate (kept for builders that set it).
   std::string op;      ///< KernelCall: the operator.
   int delegate = -1;   ///< DelegateCall: index into MethodSpec::delegates.
-  std::vector<int> inputs;   ///< -1: absent optional input (KernelCall only).
-  std::vector<int> outputs;
+  int destination = -1;  ///< JumpFalse: the instruction index to continue at when false.
+  std::vector<int> inputs;   ///< -1: absent optional input (KernelCall only). JumpFalse: the
+                             ///< condition; Move: the source.
+  std::vector<int> outputs;  ///< Move: the destination.
   std::vector<std::pair<std::string, int>> attributes;  ///< name → value index.
 };
 

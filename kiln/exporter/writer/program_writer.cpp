@@ -57,7 +57,26 @@ Status check_method(const MethodSpec& m, size_t num_segments) {
   size_t n = m.values.size();
   for (int i : m.inputs) KILN_RETURN_IF_ERROR(check_index(where, "input", i, n, false));
   for (int i : m.outputs) KILN_RETURN_IF_ERROR(check_index(where, "output", i, n, false));
-  for (const auto& ins : m.instructions) {
+  for (size_t k = 0; k < m.instructions.size(); ++k) {
+    const InstructionSpec& ins = m.instructions[k];
+    if (ins.kind == InstructionSpec::Kind::JumpFalse) {
+      if (ins.inputs.size() != 1 || !ins.outputs.empty()) {
+        return Status(Error::InvalidArgument,
+                      where + ": jump " + std::to_string(k) + " needs exactly one condition");
+      }
+      if (ins.destination <= static_cast<int>(k) ||
+          static_cast<size_t>(ins.destination) > m.instructions.size()) {
+        return Status(Error::InvalidArgument,
+                      where + ": jump " + std::to_string(k) + " to " +
+                          std::to_string(ins.destination) + " (expected a later instruction, " +
+                          std::to_string(k + 1) + ".." + std::to_string(m.instructions.size()) +
+                          ")");
+      }
+    }
+    if (ins.kind == InstructionSpec::Kind::Move && (ins.inputs.size() != 1 || ins.outputs.size() != 1)) {
+      return Status(Error::InvalidArgument,
+                    where + ": move " + std::to_string(k) + " needs one source and one destination");
+    }
     for (int i : ins.inputs) KILN_RETURN_IF_ERROR(check_index(where, "input", i, n, true));
     for (int i : ins.outputs) KILN_RETURN_IF_ERROR(check_index(where, "output", i, n, false));
     for (const auto& a : ins.attributes) {
@@ -99,7 +118,20 @@ flatbuffers::Offset<fb::Method> write_method(flatbuffers::FlatBufferBuilder& b,
   }
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
   for (const auto& ins : m.instructions) {
-    if (ins.is_delegate) {
+    if (ins.kind == InstructionSpec::Kind::JumpFalse) {
+      auto call = fb::CreateJumpFalseCall(b, ins.inputs.empty() ? -1 : ins.inputs[0],
+                                          ins.destination);
+      instructions.push_back(
+          fb::CreateInstruction(b, fb::InstructionKind::JumpFalseCall, call.Union()));
+      continue;
+    }
+    if (ins.kind == InstructionSpec::Kind::Move) {
+      auto call = fb::CreateMoveCall(b, ins.inputs.empty() ? -1 : ins.inputs[0],
+                                     ins.outputs.empty() ? -1 : ins.outputs[0]);
+      instructions.push_back(fb::CreateInstruction(b, fb::InstructionKind::MoveCall, call.Union()));
+      continue;
+    }
+    if (ins.is_delegate || ins.kind == InstructionSpec::Kind::Delegate) {
       auto call = fb::CreateDelegateCallDirect(b, ins.delegate, &ins.inputs, &ins.outputs);
       instructions.push_back(
           fb::CreateInstruction(b, fb::InstructionKind::DelegateCall, call.Union()));

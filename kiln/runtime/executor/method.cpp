@@ -107,9 +107,59 @@ Status Method::set_input(size_t index, const EValue& value) {
   return Status();
 }
 
+namespace {
+
+// A jump condition: a bool, or a one-element tensor of any dtype (nonzero is true).
+Result<bool> read_condition(const EValue& value) {
+  if (value.is_bool()) return value.to_bool();
+  if (!value.is_tensor()) {
+    return Status(Error::InvalidType, "condition is " + std::string(to_string(value.tag())) +
+                                          " (expected a bool or a one-element tensor)");
+  }
+  const Tensor& t = value.to_tensor();
+  if (t.numel() != 1 || t.data() == nullptr) {
+    return Status(Error::InvalidArgument, "condition has shape " + shape_to_string(t.sizes()) +
+                                              " (expected one element)");
+  }
+  const auto* bytes = static_cast<const uint8_t*>(t.data());
+  for (size_t i = 0; i < t.element_size(); ++i) {
+    if (bytes[i] != 0) {
+      // -0.0 is false too.
+      if (t.dtype() == ScalarType::Float32) return t.data_ptr<float>()[0] != 0.0f;
+      if (t.dtype() == ScalarType::Float64) return t.data_ptr<double>()[0] != 0.0;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Status Method::move_value(const EValue& source, EValue& destination) {
+  if (!source.is_tensor() || !destination.is_tensor()) {
+    return Status(Error::InvalidType, "move needs two tensors");
+  }
+  const Tensor& from = source.to_tensor();
+  if (from.dtype() != destination.to_tensor().dtype()) {
+    return Status(Error::InvalidType,
+                  "move from dtype " + std::string(to_string(from.dtype())) + " to dtype " +
+                      std::string(to_string(destination.to_tensor().dtype())));
+  }
+  if (&source == &destination) return Status();
+  KILN_RETURN_IF_ERROR(resize_value(destination, from.sizes()));
+  Tensor& to = destination.to_tensor();
+  if (from.nbytes() > 0 && from.data() != to.data()) {
+    std::memmove(to.mutable_data(), from.data(), from.nbytes());
+  }
+  return Status();
+}
+
 Status Method::run_instruction(size_t index) {
   Instruction& instruction = instructions_[index];
-  if (instruction.is_delegate) {
+  if (instruction.kind == Instruction::Kind::Move) {
+    return move_value(*instruction.inputs[0], *instruction.outputs[0]);
+  }
+  if (instruction.kind == Instruction::Kind::Delegate) {
     Delegate& delegate = delegates_[instruction.delegate];
     BackendExecutionContext context(name());
     return delegate.backend->execute(context, delegate.handle, instruction.inputs,
@@ -120,14 +170,25 @@ Status Method::run_instruction(size_t index) {
 }
 
 Status Method::execute() {
-  for (size_t i = 0; i < instructions_.size(); ++i) {
-    Status status = run_instruction(i);
+  // Jumps only go forward (verified at load), so this loop ends.
+  size_t next = 0;
+  for (size_t i = 0; i < instructions_.size(); i = next) {
+    next = i + 1;
+    Status status;
+    if (instructions_[i].kind == Instruction::Kind::JumpFalse) {
+      auto condition = read_condition(*instructions_[i].inputs[0]);
+      if (condition.ok() && !*condition) next = instructions_[i].destination;
+      status = condition.status();
+    } else {
+      status = run_instruction(i);
+    }
     if (!status.ok()) {
       const Instruction& instruction = instructions_[i];
-      std::string what = instruction.is_delegate
+      std::string what = instruction.kind == Instruction::Kind::Delegate
                              ? "delegate '" + instruction.name + "' (" +
                                    delegates_[instruction.delegate].backend_id + ")"
-                             : "kernel " + instruction.name;
+                         : instruction.kind == Instruction::Kind::Kernel ? "kernel " + instruction.name
+                                                                         : instruction.name;
       return status.with_context("execute method '" + name() + "' instruction " +
                                  std::to_string(i) + ", " + what);
     }

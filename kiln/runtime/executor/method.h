@@ -54,6 +54,8 @@ class Method {
   struct Delegate;
   Method();
   Status resize_value(EValue& value, Span<const int64_t> sizes);
+  // Copies tensor `source` into `destination`, resizing it (a MoveCall).
+  Status move_value(const EValue& source, EValue& destination);
   Status run_instruction(size_t index);
 
   std::shared_ptr<const Program> program_;

@@ -9,12 +9,14 @@
 namespace kiln::runtime {
 
 struct Method::Instruction {
-  bool is_delegate = false;
-  std::string name;  // op, or delegate id
+  enum class Kind { Kernel, Delegate, JumpFalse, Move };
+  Kind kind = Kind::Kernel;
+  std::string name;  // op, delegate id, "jump" or "move"
   KernelFunction kernel = nullptr;
   size_t delegate = 0;
-  std::vector<EValue*> inputs;
-  std::vector<EValue*> outputs;
+  size_t destination = 0;  // JumpFalse: where to continue when the condition is false
+  std::vector<EValue*> inputs;   // JumpFalse: the condition; Move: the source
+  std::vector<EValue*> outputs;  // Move: the destination
   Attributes attributes;
   std::unique_ptr<KernelContext> context;
 };

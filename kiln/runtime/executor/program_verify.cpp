@@ -180,9 +180,62 @@ Status verify_names(const std::string& where, const char* what,
   return Status();
 }
 
+// Value `index` as a jump condition: a bool scalar or a tensor (its element count is checked
+// when the jump runs).
+Status verify_condition(const std::string& where, int32_t index, const schema::Method& method) {
+  size_t num_values = count(method.values());
+  if (index < 0 || static_cast<size_t>(index) >= num_values) {
+    return invalid(where, "condition is value " + std::to_string(index) + " (expected 0.." +
+                              std::to_string(static_cast<int64_t>(num_values) - 1) + ")");
+  }
+  auto kind = method.values()->Get(index)->kind_type();
+  if (kind != schema::ValueKind::BoolValue && kind != schema::ValueKind::TensorValue) {
+    return invalid(where, "condition (value " + std::to_string(index) +
+                              ") is neither a bool nor a tensor");
+  }
+  return Status();
+}
+
+Status verify_move(const std::string& where, const schema::MoveCall& call,
+                   const schema::Method& method) {
+  size_t num_values = count(method.values());
+  for (int32_t index : {call.source(), call.destination()}) {
+    if (index < 0 || static_cast<size_t>(index) >= num_values) {
+      return invalid(where, "move names value " + std::to_string(index) + " (expected 0.." +
+                                std::to_string(static_cast<int64_t>(num_values) - 1) + ")");
+    }
+  }
+  const auto* source = method.values()->Get(call.source())->kind_as_TensorValue();
+  const auto* destination = method.values()->Get(call.destination())->kind_as_TensorValue();
+  if (source == nullptr || destination == nullptr) {
+    return invalid(where, "move between value " + std::to_string(call.source()) + " and value " +
+                              std::to_string(call.destination()) + " (expected two tensors)");
+  }
+  if (is_constant(method, call.destination())) {
+    return invalid(where, "move destination (value " + std::to_string(call.destination()) +
+                              ") is a constant (expected writable)");
+  }
+  if (source->dtype() != destination->dtype()) {
+    return invalid(where, "move from dtype " + std::to_string(source->dtype()) + " to dtype " +
+                              std::to_string(destination->dtype()) + " (expected the same)");
+  }
+  return Status();
+}
+
 Status verify_instruction(const std::string& where, const schema::Instruction* instruction,
-                          const schema::Method& method) {
+                          const schema::Method& method, size_t position) {
   if (instruction == nullptr) return invalid(where, "missing");
+  if (const auto* call = instruction->kind_as_JumpFalseCall()) {
+    size_t num_instructions = count(method.instructions());
+    if (call->destination() <= static_cast<int64_t>(position) ||
+        static_cast<size_t>(call->destination()) > num_instructions) {
+      return invalid(where, "jumps to instruction " + std::to_string(call->destination()) +
+                                " (expected a later one, " + std::to_string(position + 1) + ".." +
+                                std::to_string(num_instructions) + ")");
+    }
+    return verify_condition(where, call->condition(), method);
+  }
+  if (const auto* call = instruction->kind_as_MoveCall()) return verify_move(where, *call, method);
   if (const auto* call = instruction->kind_as_KernelCall()) {
     if (call->op() == nullptr || call->op()->size() == 0) return invalid(where, "op name missing");
     std::string w = where + " (" + call->op()->str() + ")";
@@ -249,7 +302,7 @@ Status verify_method(const schema::Method& method, const schema::Program& progra
   }
   for (size_t i = 0; i < count(method.instructions()); ++i) {
     KILN_RETURN_IF_ERROR(verify_instruction(where + " instruction " + std::to_string(i),
-                                            method.instructions()->Get(i), method));
+                                            method.instructions()->Get(i), method, i));
   }
   return Status();
 }
