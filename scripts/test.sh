@@ -6,6 +6,7 @@
 #   3. asan preset (address + undefined): configure, build, ctest (program-loading robustness
 #      and every other test under the sanitizers)
 #   4. fuzz preset (clang, libFuzzer): build, write the seed corpus, run the program fuzzer
+#      and the ONNX importer fuzzer (seeded with the conformance models when present)
 #
 # Every phase runs even when an earlier independent one failed; the summary at the end lists
 # each phase with its result and time, and the exit status is non-zero on any failure.
@@ -93,7 +94,19 @@ fuzz_run() {
   # build/fuzz/artifacts/ (reproduce: build/fuzz/fuzz/program_load_fuzzer ARTIFACT).
   "$dir/fuzz/program_load_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
-    "$dir/corpus"
+    "$dir/corpus" || return
+  # The importer's seeds: the ONNX backend test cases' models, when the conformance data is
+  # present beside the checkout (build/fuzz/onnx-corpus keeps what the fuzzer adds).
+  mkdir -p "$dir/onnx-corpus"
+  local cases="$ROOT/../shared/conformance/onnx/node"
+  if [[ -d "$cases" ]]; then
+    for model in "$cases"/*/model.onnx; do
+      cp "$model" "$dir/onnx-corpus/$(basename "$(dirname "$model")").onnx"
+    done
+  fi
+  "$dir/fuzz/onnx_import_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
+    "$dir/onnx-corpus"
 }
 
 if ! run_phase deps bash scripts/install-deps.sh; then
@@ -112,7 +125,7 @@ fi
 if [[ "${KILN_SKIP_FUZZ:-0}" == 1 && "${CI:-}" != true ]]; then
   skip_phase fuzz-build "KILN_SKIP_FUZZ=1"
 elif run_phase fuzz-build bash -c \
-    "cmake --preset fuzz && cmake --build --preset fuzz --target make_program_seeds program_load_fuzzer"; then
+    "cmake --preset fuzz && cmake --build --preset fuzz --target make_program_seeds program_load_fuzzer onnx_import_fuzzer"; then
   run_phase fuzz-run fuzz_run || true
 else
   skip_phase fuzz-run "build failed"
