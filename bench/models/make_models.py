@@ -15,15 +15,19 @@ reproducible). Each model covers a family of real deployments:
                out, a data-dependent If)
   gpt_prefill  a small GPT decoder over a prompt: input_ids [1, seq] -> logits + present K/V
   gpt_decode   the same weights for one step: input_ids [1, 1] + past K/V -> logits + present
+  digits       the trained example model (examples/digits/digits.onnx, copied) on its ten
+               committed test images
 
 models.json lists, per model, its file, opset and one or more input cases: for each input its
-shape, dtype and distribution (the comparison draws seeded random data from it).
+shape, dtype and distribution (the comparison draws seeded random data from it), or a .npy
+file in OUT_DIR to use as it is.
 """
 
 import argparse
 import json
 import math
 import os
+import shutil
 import sys
 
 import onnx
@@ -49,6 +53,23 @@ def randomize_batch_norms(module, generator):
                 m.running_var.copy_(torch.rand(n, generator=generator) * 0.5 + 0.75)
                 m.weight.copy_(torch.rand(n, generator=generator) * 0.5 + 0.75)
                 m.bias.copy_(torch.randn(n, generator=generator) * 0.1)
+
+
+def calibrate_output(model, layer, example, target_std=2.0):
+    """Rescales the last linear layer so that on the example input its output is centred with
+    standard deviation target_std. Default initialization shrinks activations layer by layer,
+    which leaves a sigmoid or softmax output nearly constant and hides errors upstream of it."""
+    seen = []
+    handle = layer.register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+    model.eval()
+    with torch.no_grad():
+        model(*example)
+        out = seen[0]
+        factor = target_std / float(out.std())
+        layer.weight.mul_(factor)
+        # f * (o - b) + f * (b - mean(o)) = f * (o - mean(o)); channel offsets are kept.
+        layer.bias.copy_((layer.bias - out.mean()) * factor)
+    handle.remove()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +334,7 @@ def make_ocr_det(out_dir):
     torch.manual_seed(SEED)
     model = TextDetector()
     randomize_batch_norms(model, torch.Generator().manual_seed(SEED + 1))
+    calibrate_output(model, model.head[4], (torch.randn(1, 3, 320, 320),))
     path = os.path.join(out_dir, "ocr_det.onnx")
     ops = export(model, (torch.randn(1, 3, 320, 320),), path, opset, ["image"], ["prob"],
                  {"image": {0: "batch", 2: "height", 3: "width"},
@@ -327,6 +349,7 @@ def make_ocr_rec(out_dir):
     torch.manual_seed(SEED)
     model = TextRecognizer()
     randomize_batch_norms(model, torch.Generator().manual_seed(SEED + 1))
+    calibrate_output(model, model.fc, (torch.randn(1, 1, 32, 128),))
     path = os.path.join(out_dir, "ocr_rec.onnx")
     ops = export(model, (torch.randn(1, 1, 32, 128),), path, opset, ["image"], ["log_probs"],
                  {"image": {3: "width"}, "log_probs": {0: "steps"}})
@@ -341,6 +364,8 @@ def make_vad(out_dir):
     model = VoiceActivity()
     path = os.path.join(out_dir, "vad.onnx")
     example = (torch.randn(1, 512) * 0.3, torch.zeros(1, 1, 64), torch.zeros(1, 1, 64))
+    calibrate_output(model, model.out, (torch.rand(64, 512) * 1.6 - 0.8,
+                                        torch.randn(1, 64, 64) * 0.5, torch.randn(1, 64, 64) * 0.5))
     ops = export(model, example, path, opset, ["audio", "h", "c"], ["prob", "hn", "cn"])
     if "If" not in ops:
         raise RuntimeError("vad: the export has no If node (ops: %s)" % ", ".join(ops))
@@ -409,6 +434,24 @@ def make_gpt_decode(out_dir):
     return path, opset, ops, cases
 
 
+def make_digits(out_dir):
+    # Trained, not random: copied from the example together with its test images.
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                          "digits")
+    path = os.path.join(out_dir, "digits.onnx")
+    shutil.copyfile(os.path.join(source, "digits.onnx"), path)
+    shutil.copyfile(os.path.join(source, "test_images.npy"),
+                    os.path.join(out_dir, "digits_test_images.npy"))
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    ops = sorted({node.op_type for node in proto.graph.node})
+    cases = [{"name": "test_images",
+              "inputs": {"x": {"shape": [10, 1, 8, 8], "dtype": "float32", "dist": "file",
+                               "file": "digits_test_images.npy"}}}]
+    return path, opset, ops, cases
+
+
 MODELS = {
     "resnet18": make_torchvision("resnet18", 13),
     "mobilenet_v2": make_torchvision("mobilenet_v2", 15),
@@ -418,6 +461,7 @@ MODELS = {
     "vad": make_vad,
     "gpt_prefill": make_gpt_prefill,
     "gpt_decode": make_gpt_decode,
+    "digits": make_digits,
 }
 
 
