@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace kiln::exporter {
 namespace {
 
@@ -277,6 +279,28 @@ TEST(OnnxImport, IfBranchWithTheWrongNumberOfOutputsIsRejected) {
   auto model = import_onnx(b.bytes(), "m.onnx");
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find("outputs"), std::string::npos) << model.status();
+// An optional output with an empty name (GRU's Y here) gets a scratch tensor, and a STRINGS
+// attribute reaches the kernel as one comma-joined string.
+TEST(OnnxImport, EmptyOptionalOutputNameAndStringListAttributeRun) {
+  OnnxModelBuilder b(14);
+  b.input("x", kF32, {2, 1, 1}).output("y_h", kF32, {1, 1, 1});
+  b.initializer_f32("w", {1, 3, 1}, {1, 1, 1}).initializer_f32("r", {1, 3, 1}, {0, 0, 0});
+  auto& n = b.node("GRU", {"x", "w", "r"}, {"", "y_h"});
+  OnnxModelBuilder::int_attribute(n, "hidden_size", 1);
+  auto* a = n.add_attribute();
+  a->set_name("activations");
+  a->set_type(onnx::AttributeProto::STRINGS);
+  a->add_strings("Sigmoid");
+  a->add_strings("Tanh");
+  auto program = export_and_load(b.bytes());
+  ASSERT_TRUE(program.ok()) << program.status();
+  // R = 0: z = sigmoid(x), the candidate is tanh(x), and H = (1 - z) * tanh(x) + z * H_prev.
+  auto s = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const double h1 = (1 - s(1)) * std::tanh(1.0);
+  const double h2 = (1 - s(2)) * std::tanh(2.0) + s(2) * h1;
+  auto y_h = run_f32(**program, {2, 1, 1}, {1, 2});
+  ASSERT_EQ(y_h.size(), 1u);
+  EXPECT_NEAR(y_h[0], h2, 1e-6);
 }
 
 }  // namespace
