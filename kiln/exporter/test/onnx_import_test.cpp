@@ -198,5 +198,21 @@ TEST(OnnxImport, IfWithAConstantConditionIsInlined) {
   EXPECT_TRUE(has_neg);
 }
 
+TEST(OnnxImport, RoiAlignBeforeOpset16SpellsOutItsCoordinates) {
+  for (int64_t opset : {13, 16}) {
+    OnnxModelBuilder b(opset);
+    b.input("x", kF32, {1, 1, 4, 4}).input("rois", kF32, {1, 4}).input("batch", kI64, {1});
+    b.output("y", kF32, {1, 1, 1, 1});
+    b.node("RoiAlign", {"x", "rois", "batch"}, {"y"});
+    auto model = import_onnx(b.bytes(), "test.onnx");
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::string coordinates = "(absent)";
+    for (const auto& a : model->functions[0].nodes[0].attributes) {
+      if (a.name == "coordinate_transformation_mode") coordinates = std::get<std::string>(a.value);
+    }
+    EXPECT_EQ(coordinates, opset < 16 ? "output_half_pixel" : "(absent)") << "opset " << opset;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::exporter
