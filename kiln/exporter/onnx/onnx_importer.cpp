@@ -289,6 +289,7 @@ class Importer {
     }
     KILN_RETURN_IF_ERROR(add_outputs(node, graph, out));
     if (out.op == "PRelu" && original_opset_ < 7) channel_slope(out, graph);
+    if (out.op == "RoiAlign" && opset_ < 16) roi_align_10_coordinates(out);
     nodes_->push_back(std::move(out));
     if (options_.fold_constants) {
       auto folded = engine::passes::fold_node(model_, graph, nodes_->back());
@@ -368,6 +369,17 @@ class Importer {
       out.outputs.push_back(graph.add_value(ir::Value{output, std::move(type).get(), -1}));
     }
     return Status();
+  }
+
+  // RoiAlign-10 shifts only its output by half a pixel. Opset 16 added the attribute
+  // 'coordinate_transformation_mode' with default "half_pixel", which also shifts the input, so
+  // an older node gets "output_half_pixel" spelled out (the kernels implement the opset-16 form).
+  static void roi_align_10_coordinates(ir::Node& node) {
+    for (const auto& attribute : node.attributes) {
+      if (attribute.name == "coordinate_transformation_mode") return;
+    }
+    node.attributes.push_back(
+        ir::Attribute{"coordinate_transformation_mode", std::string("output_half_pixel")});
   }
 
   // PRelu before opset 7 applies a 1-D slope of C values per channel (dim 1); the version

@@ -279,6 +279,8 @@ TEST(OnnxImport, IfBranchWithTheWrongNumberOfOutputsIsRejected) {
   auto model = import_onnx(b.bytes(), "m.onnx");
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find("outputs"), std::string::npos) << model.status();
+}
+
 // An optional output with an empty name (GRU's Y here) gets a scratch tensor, and a STRINGS
 // attribute reaches the kernel as one comma-joined string.
 TEST(OnnxImport, EmptyOptionalOutputNameAndStringListAttributeRun) {
@@ -301,6 +303,74 @@ TEST(OnnxImport, EmptyOptionalOutputNameAndStringListAttributeRun) {
   auto y_h = run_f32(**program, {2, 1, 1}, {1, 2});
   ASSERT_EQ(y_h.size(), 1u);
   EXPECT_NEAR(y_h[0], h2, 1e-6);
+}
+
+TEST(OnnxImport, RoiAlignBeforeOpset16SpellsOutItsCoordinates) {
+  for (int64_t opset : {13, 16}) {
+    OnnxModelBuilder b(opset);
+    b.input("x", kF32, {1, 1, 4, 4}).input("rois", kF32, {1, 4}).input("batch", kI64, {1});
+    b.output("y", kF32, {1, 1, 1, 1});
+    b.node("RoiAlign", {"x", "rois", "batch"}, {"y"});
+    auto model = import_onnx(b.bytes(), "test.onnx");
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::string coordinates = "(absent)";
+    for (const auto& a : model->functions[0].nodes[0].attributes) {
+      if (a.name == "coordinate_transformation_mode") coordinates = std::get<std::string>(a.value);
+    }
+    EXPECT_EQ(coordinates, opset < 16 ? "output_half_pixel" : "(absent)") << "opset " << opset;
+  }
+}
+
+// Resize with run-time sizes and NonMaxSuppression have outputs whose sizes depend on input
+// values: the exporter leaves them unbounded and the kernels resize them on every call.
+TEST(OnnxImport, DataDependentOutputSizesAreResizedAtRunTime) {
+  OnnxModelBuilder b;
+  b.input("x", kF32, {1, 1, 2, 2}).input("sizes", kI64, {4});
+  b.output("y", kF32, {1, 1, 0, 0}, {"", "", "h", "w"});
+  b.node("Resize", {"x", "", "", "sizes"}, {"y"});
+  auto program = export_and_load(b.bytes());
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto method = std::move((*program)->load_method("forward").get());
+  std::vector<float> x = {1, 2, 3, 4};
+  for (int64_t n : {3, 6}) {
+    std::vector<int64_t> sizes = {1, 1, n, n};
+    ASSERT_TRUE(method->set_input(0, EValue(Tensor(ScalarType::Float32, {1, 1, 2, 2}, x.data())))
+                    .ok());
+    ASSERT_TRUE(method->set_input(1, EValue(Tensor(ScalarType::Int64, {4}, sizes.data()))).ok());
+    auto status = method->execute();
+    ASSERT_TRUE(status.ok()) << status;
+    const Tensor& y = method->get_output(0).to_tensor();
+    EXPECT_EQ(std::vector<int64_t>(y.sizes().begin(), y.sizes().end()), sizes);
+    EXPECT_EQ(y.data_ptr<float>()[0], 1);
+    EXPECT_EQ(y.data_ptr<float>()[y.numel() - 1], 4);
+  }
+
+  OnnxModelBuilder nms;
+  nms.input("boxes", kF32, {1, 3, 4}).input("scores", kF32, {1, 1, 3});
+  nms.input("max", kI64, {1}).output("selected", kI64, {0, 3}, {"n", ""});
+  nms.node("NonMaxSuppression", {"boxes", "scores", "max"}, {"selected"});
+  auto nms_program = export_and_load(nms.bytes());
+  ASSERT_TRUE(nms_program.ok()) << nms_program.status();
+  auto nms_method = std::move((*nms_program)->load_method("forward").get());
+  std::vector<float> boxes = {0, 0, 1, 1, 0, 2, 1, 3, 0, 4, 1, 5};  // disjoint
+  std::vector<float> scores = {0.5f, 0.9f, 0.7f};
+  for (int64_t max : {2, 3, 0}) {
+    ASSERT_TRUE(
+        nms_method->set_input(0, EValue(Tensor(ScalarType::Float32, {1, 3, 4}, boxes.data())))
+            .ok());
+    ASSERT_TRUE(
+        nms_method->set_input(1, EValue(Tensor(ScalarType::Float32, {1, 1, 3}, scores.data())))
+            .ok());
+    ASSERT_TRUE(nms_method->set_input(2, EValue(Tensor(ScalarType::Int64, {1}, &max))).ok());
+    auto status = nms_method->execute();
+    ASSERT_TRUE(status.ok()) << status;
+    const Tensor& selected = nms_method->get_output(0).to_tensor();
+    ASSERT_EQ(selected.size(0), max) << "max " << max;
+    const int64_t expected_boxes[] = {1, 2, 0};  // by decreasing score
+    for (int64_t i = 0; i < max; ++i) {
+      EXPECT_EQ(selected.data_ptr<int64_t>()[i * 3 + 2], expected_boxes[i]);
+    }
+  }
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ Shape sizes_of(const EValue& value) {
 }
 
 TEST(KernelRegistry, EveryReferenceOpIsRegistered) {
-  for (const char* op : {"Add",
+  for (const char* op : {"Resize", "Upsample", "GridSample", "RoiAlign", "NonMaxSuppression",
+                         "Add",
                          "Sub",
                          "Mul",
                          "Div",
