@@ -67,9 +67,15 @@ Status check_rank4_blocksize(Span<const int64_t> x, int64_t blocksize) {
     return Status(Error::InvalidArgument, "input 0 has shape " + runtime::shape_to_string(x) +
                                               " (expected rank 4, [N, C, H, W])");
   }
-  if (blocksize < 1) {
-    return Status(Error::InvalidArgument,
-                  "attribute 'blocksize' is " + std::to_string(blocksize) + " (expected >= 1)");
+  // The bound keeps blocksize squared and the spatial sizes times blocksize within int64.
+  int64_t unused = 0;
+  if (blocksize < 1 || blocksize > (int64_t{1} << 20) ||
+      __builtin_mul_overflow(x[2], blocksize, &unused) ||
+      __builtin_mul_overflow(x[3], blocksize, &unused)) {
+    return Status(Error::InvalidArgument, "attribute 'blocksize' is " + std::to_string(blocksize) +
+                                              " (expected 1.." + std::to_string(int64_t{1} << 20) +
+                                              " for input 0 of shape " +
+                                              runtime::shape_to_string(x) + ")");
   }
   return Status();
 }

@@ -495,6 +495,10 @@ TEST(DepthToSpace, AdaptersReadAttributesAndRejectBadShapes) {
                Error::InvalidArgument,
                "run kernel 'SpaceToDepth': input 0 has shape [1, 4, 1, 1] (expected height and "
                "width multiples of blocksize 2)");
+  expect_error(run_kernel("SpaceToDepth", {&in}, {&result}, attrs({{"blocksize", 0}})),
+               Error::InvalidArgument, "attribute 'blocksize' is 0 (expected 1..1048576");
+  expect_error(run_kernel("DepthToSpace", {&in}, {&result}), Error::InvalidArgument,
+               "attribute 'blocksize' is missing");
   expect_error(run_kernel("DepthToSpace", {&in}, {&result},
                           attrs({{"blocksize", 2}, {"mode", EValue(std::string("RCD"))}})),
                Error::InvalidArgument, "attribute 'mode' is 'RCD' (expected DCR or CRD)");
