@@ -116,6 +116,31 @@ TEST(OnnxImport, BoundPlansDynamicInputStatically) {
   EXPECT_NE(bad.status().message().find("'nope'"), std::string::npos);
 }
 
+// NonZero's output size depends on the data: shape inference leaves that dimension unknown, so
+// the value is unbounded and the executor grows (and reuses) its storage per call.
+TEST(OnnxImport, DataDependentNonZeroOutputIsUnboundedAndFollowsTheData) {
+  OnnxModelBuilder b;
+  b.input("x", kF32, {2, 3}).output("y", kI64, {0, 2}, {"count", ""});
+  b.node("NonZero", {"x"}, {"nz"});
+  b.node("Transpose", {"nz"}, {"y"});
+  auto program = export_and_load(b.bytes());
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ((*program)->method_meta("forward")->outputs[0].dynamism,
+            runtime::ShapeDynamism::Unbounded);
+  auto method = std::move((*program)->load_method("forward").get());
+  auto run = [&](std::vector<float> x) {
+    EXPECT_TRUE(method->set_input(0, EValue(Tensor(ScalarType::Float32, {2, 3}, x.data()))).ok());
+    auto status = method->execute();
+    EXPECT_TRUE(status.ok()) << status;
+    const Tensor& y = method->get_output(0).to_tensor();
+    EXPECT_EQ(y.size(1), 2);
+    return std::vector<int64_t>(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
+  };
+  EXPECT_EQ(run({0, 1, 0, 0, 0, 2}), (std::vector<int64_t>{0, 1, 1, 2}));
+  EXPECT_EQ(run({1, 1, 1, 1, 0, 1}), (std::vector<int64_t>{0, 0, 0, 1, 0, 2, 1, 0, 1, 2}));
+  EXPECT_EQ(run({0, 0, 0, 0, 0, 0}), (std::vector<int64_t>{}));
+}
+
 TEST(OnnxImport, CorruptProtobufIsRejected) {
   OnnxModelBuilder b;
   b.input("x", kF32, {1}).output("y", kF32, {1});
