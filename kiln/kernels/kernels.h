@@ -1,6 +1,8 @@
 #pragma once
 
 #include <kiln/kernels/binary_ops.h>
+#include <kiln/kernels/misc_ops.h>
+#include <kiln/kernels/nn_norm_ops.h>
 #include <kiln/kernels/broadcast.h>
 #include <kiln/kernels/reduce_ops.h>
 #include <kiln/kernels/shape_ops.h>
