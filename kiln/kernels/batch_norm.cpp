@@ -34,11 +34,11 @@ runtime::Result<int64_t> param_count(const Tensor& x, const Tensor* const params
     KILN_RETURN_IF_ERROR(
         internal::check_same_dtype(kOp, kParamNames[i], params[i]->dtype(), x.dtype()));
     if (params[i]->numel() != p) {
-      return internal::invalid_argument(
-          kOp, std::string(kParamNames[i]) + " has shape " +
-                   runtime::shape_to_string(params[i]->sizes()) + " (expected " +
-                   std::to_string(channels) + " elements, one per channel of " +
-                   internal::describe_input(0, x.sizes()) + ")");
+      return internal::invalid_argument(kOp, std::string(kParamNames[i]) + " has shape " +
+                                                 runtime::shape_to_string(params[i]->sizes()) +
+                                                 " (expected " + std::to_string(channels) +
+                                                 " elements, one per channel of " +
+                                                 internal::describe_input(0, x.sizes()) + ")");
     }
   }
   return p;
@@ -68,9 +68,9 @@ Status batch_norm_kernel(runtime::KernelContext& context, Span<EValue* const> in
                       "opsets before 14 are not supported)");
   }
   if (!options.training && outputs.size() > 1) {
-    return internal::invalid_argument(
-        kOp, "got " + std::to_string(outputs.size()) +
-                 " outputs with attribute 'training_mode' 0 (expected 1)");
+    return internal::invalid_argument(kOp,
+                                      "got " + std::to_string(outputs.size()) +
+                                          " outputs with attribute 'training_mode' 0 (expected 1)");
   }
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kFloatDtypes));
@@ -92,8 +92,8 @@ Status batch_norm_kernel(runtime::KernelContext& context, Span<EValue* const> in
     KILN_RETURN_IF_ERROR(
         internal::resize_output(context, kOp, *running[i], params[2 + i]->sizes()));
   }
-  return batch_norm(*x, *params[0], *params[1], *params[2], *params[3], options,
-                    out->to_tensor(), running[0] != nullptr ? &running[0]->to_tensor() : nullptr,
+  return batch_norm(*x, *params[0], *params[1], *params[2], *params[3], options, out->to_tensor(),
+                    running[0] != nullptr ? &running[0]->to_tensor() : nullptr,
                     running[1] != nullptr ? &running[1]->to_tensor() : nullptr);
 }
 
@@ -105,9 +105,9 @@ Status check_running_output(const Tensor* t, std::string_view subject, const Ten
   KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, subject, t->dtype(), x.dtype()));
   KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, subject, *t));
   if (t->numel() == like.numel()) return Status();
-  return internal::invalid_argument(
-      kOp, std::string(subject) + " has " + std::to_string(t->numel()) + " elements (expected " +
-               std::to_string(like.numel()) + ", as input_mean)");
+  return internal::invalid_argument(kOp, std::string(subject) + " has " +
+                                             std::to_string(t->numel()) + " elements (expected " +
+                                             std::to_string(like.numel()) + ", as input_mean)");
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ Status cumsum_kernel(runtime::KernelContext& context, Span<EValue* const> inputs
                      Span<EValue* const> outputs, const runtime::Attributes& attributes) {
   KILN_RETURN_IF_ERROR(internal::check_arity(kOp, inputs, outputs, 2, 2, 1));
   CumSumOptions options;
-  KILN_ASSIGN_OR_RETURN(int64_t exclusive, internal::int_attribute(kOp, attributes, "exclusive", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t exclusive,
+                        internal::int_attribute(kOp, attributes, "exclusive", 0));
   KILN_ASSIGN_OR_RETURN(int64_t reverse, internal::int_attribute(kOp, attributes, "reverse", 0));
   options.exclusive = exclusive != 0;
   options.reverse = reverse != 0;
@@ -31,8 +32,7 @@ Status cumsum_kernel(runtime::KernelContext& context, Span<EValue* const> inputs
   }
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kFloatAndIntDtypes));
-  KILN_RETURN_IF_ERROR(
-      internal::normalize_axis(kOp, "input 1 (axis)", axis[0], x->dim()).status());
+  KILN_RETURN_IF_ERROR(internal::normalize_axis(kOp, "input 1 (axis)", axis[0], x->dim()).status());
   KILN_ASSIGN_OR_RETURN(EValue * out, internal::output_tensor(kOp, outputs, 0, x->dtype()));
   KILN_RETURN_IF_ERROR(internal::resize_output(context, kOp, *out, x->sizes()));
   return cumsum(*x, axis[0], options, out->to_tensor());

@@ -58,7 +58,8 @@ Status dropout_kernel(runtime::KernelContext& context, Span<EValue* const> input
                           internal::output_tensor_of_dtype(kOp, outputs, 1, ScalarType::Bool));
   }
   KILN_RETURN_IF_ERROR(internal::resize_output(context, kOp, *out, x->sizes()));
-  if (mask != nullptr) KILN_RETURN_IF_ERROR(internal::resize_output(context, kOp, *mask, x->sizes()));
+  if (mask != nullptr)
+    KILN_RETURN_IF_ERROR(internal::resize_output(context, kOp, *mask, x->sizes()));
   return dropout(*x, options, out->to_tensor(), mask != nullptr ? &mask->to_tensor() : nullptr);
 }
 
@@ -84,10 +85,9 @@ Status dropout(const Tensor& x, const DropoutOptions& options, Tensor& out, Tens
     KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "output 1 (mask)", *mask));
     if (!std::equal(mask->sizes().begin(), mask->sizes().end(), x.sizes().begin(),
                     x.sizes().end())) {
-      return internal::invalid_argument(kOp, "output 1 (mask) has shape " +
-                                                 runtime::shape_to_string(mask->sizes()) +
-                                                 " (expected " +
-                                                 runtime::shape_to_string(x.sizes()) + ")");
+      return internal::invalid_argument(
+          kOp, "output 1 (mask) has shape " + runtime::shape_to_string(mask->sizes()) +
+                   " (expected " + runtime::shape_to_string(x.sizes()) + ")");
     }
   }
   KILN_RETURN_IF_ERROR(internal::check_output(kOp, out, x.dtype(), x.sizes()));

@@ -18,8 +18,8 @@ constexpr std::string_view kOp = "EyeLike";
 
 Status check_matrix(std::string_view subject, const Tensor& t) {
   if (t.dim() == 2) return Status();
-  return internal::invalid_argument(kOp, std::string(subject) + " has rank " +
-                                             std::to_string(t.dim()) + " (expected 2)");
+  return internal::invalid_argument(
+      kOp, std::string(subject) + " has rank " + std::to_string(t.dim()) + " (expected 2)");
 }
 
 Status eye_like_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,

@@ -22,8 +22,7 @@ Status hardmax_kernel(runtime::KernelContext& context, Span<EValue* const> input
   KILN_ASSIGN_OR_RETURN(int64_t axis, internal::int_attribute(kOp, attributes, "axis", -1));
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kFloatDtypes));
-  KILN_RETURN_IF_ERROR(
-      internal::normalize_axis(kOp, "attribute 'axis'", axis, x->dim()).status());
+  KILN_RETURN_IF_ERROR(internal::normalize_axis(kOp, "attribute 'axis'", axis, x->dim()).status());
   KILN_ASSIGN_OR_RETURN(EValue * out, internal::output_tensor(kOp, outputs, 0, x->dtype()));
   KILN_RETURN_IF_ERROR(internal::resize_output(context, kOp, *out, x->sizes()));
   return hardmax(*x, axis, /*flatten=*/false, out->to_tensor());
@@ -35,7 +34,8 @@ const runtime::KernelRegistration kRegisterHardmax("Hardmax", hardmax_kernel);
 
 Status hardmax(const Tensor& x, int64_t axis, bool flatten, Tensor& out) {
   KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x.dtype(), kFloatDtypes));
-  KILN_ASSIGN_OR_RETURN(int64_t a, internal::normalize_axis(kOp, "attribute 'axis'", axis, x.dim()));
+  KILN_ASSIGN_OR_RETURN(int64_t a,
+                        internal::normalize_axis(kOp, "attribute 'axis'", axis, x.dim()));
   KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 0", x));
   KILN_RETURN_IF_ERROR(internal::check_output(kOp, out, x.dtype(), x.sizes()));
   // A line is n elements `inner` apart; the flattened form is rows of everything from `axis`.

@@ -28,11 +28,11 @@ Status check_instance_norm(const Tensor& x, const Tensor& scale, const Tensor& b
   const char* names[2] = {"input 1 (scale)", "input 2 (B)"};
   for (size_t i = 0; i < 2; ++i) {
     if (params[i]->dim() != 1 || params[i]->size(0) != x.size(1)) {
-      return internal::invalid_argument(
-          kOp, std::string(names[i]) + " has shape " +
-                   runtime::shape_to_string(params[i]->sizes()) + " (expected [" +
-                   std::to_string(x.size(1)) + "], one value per channel of " +
-                   internal::describe_input(0, x.sizes()) + ")");
+      return internal::invalid_argument(kOp, std::string(names[i]) + " has shape " +
+                                                 runtime::shape_to_string(params[i]->sizes()) +
+                                                 " (expected [" + std::to_string(x.size(1)) +
+                                                 "], one value per channel of " +
+                                                 internal::describe_input(0, x.sizes()) + ")");
     }
   }
   return Status();

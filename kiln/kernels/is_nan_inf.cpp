@@ -32,8 +32,8 @@ Status float_predicate(std::string_view op, const Tensor& x, Tensor& out, Predic
 
 // Checks arity, tags and dtypes, resizes the bool output 0 to input 0's shape.
 runtime::Result<Tensor*> prepare_predicate(std::string_view op, runtime::KernelContext& context,
-                                           Span<EValue* const> inputs,
-                                           Span<EValue* const> outputs, const Tensor** x) {
+                                           Span<EValue* const> inputs, Span<EValue* const> outputs,
+                                           const Tensor** x) {
   KILN_RETURN_IF_ERROR(internal::check_arity(op, inputs, outputs, 1, 1, 1));
   KILN_ASSIGN_OR_RETURN(*x, internal::input_tensor(op, inputs, 0));
   KILN_RETURN_IF_ERROR(check_dtype(op, "input 0", (*x)->dtype(), kFloatDtypes));

@@ -24,6 +24,30 @@ constexpr std::string_view kOp = "LayerNormalization";
 constexpr int64_t kStashFloat = 1;
 constexpr int64_t kStashDouble = 11;
 
+// Checks the dtypes, the axis and that Scale and B broadcast to x.shape[axis:]; returns the
+// shape of the Mean and InvStdDev outputs.
+Result<std::vector<int64_t>> check_inputs(const Tensor& x, const Tensor& scale, const Tensor* bias,
+                                          int64_t axis) {
+  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x.dtype(), kFloatDtypes));
+  KILN_RETURN_IF_ERROR(
+      internal::check_same_dtype(kOp, "input 1 (Scale)", scale.dtype(), x.dtype()));
+  if (bias != nullptr) {
+    KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 2 (B)", bias->dtype(), x.dtype()));
+  }
+  auto stats_shape = layer_norm_stats_shape(x.sizes(), axis);
+  if (!stats_shape.ok()) return stats_shape.status().with_context(internal::action(kOp));
+  if (axis < 0) axis += x.dim();
+  const Span<const int64_t> normalized(x.sizes().data() + axis,
+                                       static_cast<size_t>(x.dim() - axis));
+  KILN_RETURN_IF_ERROR(
+      internal::check_broadcasts_to(kOp, "input 1 (Scale)", scale.sizes(), normalized));
+  if (bias != nullptr) {
+    KILN_RETURN_IF_ERROR(
+        internal::check_broadcasts_to(kOp, "input 2 (B)", bias->sizes(), normalized));
+  }
+  return stats_shape;
+}
+
 Status layer_norm_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
                          Span<EValue* const> outputs, const runtime::Attributes& attributes) {
   KILN_RETURN_IF_ERROR(internal::check_arity(kOp, inputs, outputs, 2, 3, outputs.size()));
@@ -38,9 +62,9 @@ Status layer_norm_kernel(runtime::KernelContext& context, Span<EValue* const> in
   KILN_ASSIGN_OR_RETURN(int64_t stash,
                         internal::int_attribute(kOp, attributes, "stash_type", kStashFloat));
   if (stash != kStashFloat && stash != kStashDouble) {
-    return Status(Error::NotSupported,
-                  internal::action(kOp) + ": attribute 'stash_type' is " + std::to_string(stash) +
-                      " (expected 1 (float) or 11 (double))");
+    return Status(Error::NotSupported, internal::action(kOp) + ": attribute 'stash_type' is " +
+                                           std::to_string(stash) +
+                                           " (expected 1 (float) or 11 (double))");
   }
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_ASSIGN_OR_RETURN(const Tensor* scale, internal::input_tensor(kOp, inputs, 1));
@@ -48,9 +72,8 @@ Status layer_norm_kernel(runtime::KernelContext& context, Span<EValue* const> in
   if (!internal::is_absent(inputs, 2)) {
     KILN_ASSIGN_OR_RETURN(bias, internal::input_tensor(kOp, inputs, 2));
   }
-  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kFloatDtypes));
-  auto stats_shape = layer_norm_stats_shape(x->sizes(), options.axis);
-  if (!stats_shape.ok()) return stats_shape.status().with_context(internal::action(kOp));
+  auto stats_shape = check_inputs(*x, *scale, bias, options.axis);
+  if (!stats_shape.ok()) return stats_shape.status();
   KILN_ASSIGN_OR_RETURN(EValue * out, internal::output_tensor(kOp, outputs, 0, x->dtype()));
   KILN_ASSIGN_OR_RETURN(EValue * mean, internal::optional_float_output(kOp, outputs, 1));
   KILN_ASSIGN_OR_RETURN(EValue * inv_std, internal::optional_float_output(kOp, outputs, 2));
@@ -77,9 +100,8 @@ Status check_stats_output(const Tensor* t, std::string_view subject,
     return Status();
   }
   return internal::invalid_argument(kOp, std::string(subject) + " has shape " +
-                                             runtime::shape_to_string(t->sizes()) +
-                                             " (expected " + runtime::shape_to_string(shape) +
-                                             ")");
+                                             runtime::shape_to_string(t->sizes()) + " (expected " +
+                                             runtime::shape_to_string(shape) + ")");
 }
 
 }  // namespace
@@ -99,26 +121,12 @@ Result<std::vector<int64_t>> layer_norm_stats_shape(Span<const int64_t> x, int64
 }
 
 Status layer_norm(const Tensor& x, const Tensor& scale, const Tensor* bias,
-                  const LayerNormOptions& options, Tensor& out, Tensor* mean,
-                  Tensor* inv_std_dev) {
-  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x.dtype(), kFloatDtypes));
-  KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 1 (Scale)", scale.dtype(),
-                                                  x.dtype()));
-  if (bias != nullptr) {
-    KILN_RETURN_IF_ERROR(
-        internal::check_same_dtype(kOp, "input 2 (B)", bias->dtype(), x.dtype()));
-  }
-  auto stats_shape = layer_norm_stats_shape(x.sizes(), options.axis);
-  if (!stats_shape.ok()) return stats_shape.status().with_context(internal::action(kOp));
+                  const LayerNormOptions& options, Tensor& out, Tensor* mean, Tensor* inv_std_dev) {
+  auto stats_shape = check_inputs(x, scale, bias, options.axis);
+  if (!stats_shape.ok()) return stats_shape.status();
   const int64_t axis = options.axis < 0 ? options.axis + x.dim() : options.axis;
   const Span<const int64_t> normalized(x.sizes().data() + axis,
                                        static_cast<size_t>(x.dim() - axis));
-  KILN_RETURN_IF_ERROR(
-      internal::check_broadcasts_to(kOp, "input 1 (Scale)", scale.sizes(), normalized));
-  if (bias != nullptr) {
-    KILN_RETURN_IF_ERROR(
-        internal::check_broadcasts_to(kOp, "input 2 (B)", bias->sizes(), normalized));
-  }
   KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 0", x));
   KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 1 (Scale)", scale));
   if (bias != nullptr) KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 2 (B)", *bias));
@@ -130,9 +138,9 @@ Status layer_norm(const Tensor& x, const Tensor& scale, const Tensor* bias,
   for (int64_t size : normalized) inner *= size;
   const int64_t outer = inner == 0 ? 0 : x.numel() / inner;
   const std::vector<int64_t> scale_at = internal::broadcast_offsets(scale.sizes(), normalized);
-  const std::vector<int64_t> bias_at =
-      bias != nullptr ? internal::broadcast_offsets(bias->sizes(), normalized)
-                      : std::vector<int64_t>();
+  const std::vector<int64_t> bias_at = bias != nullptr
+                                           ? internal::broadcast_offsets(bias->sizes(), normalized)
+                                           : std::vector<int64_t>();
   return dispatch<DtypeGroup::Float>(kOp, "input 0", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
@@ -150,8 +158,8 @@ Status layer_norm(const Tensor& x, const Tensor& scale, const Tensor* bias,
         const double d = static_cast<double>(load(row[j])) - mu;
         squares += d * d;
       }
-      const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(inner) +
-                                             options.epsilon);
+      const double inv_std =
+          1.0 / std::sqrt(squares / static_cast<double>(inner) + options.epsilon);
       for (int64_t j = 0; j < inner; ++j) {
         const auto k = static_cast<size_t>(j);
         double y = (static_cast<double>(load(row[j])) - mu) * inv_std *

@@ -112,8 +112,7 @@ runtime::Status top_k(const runtime::Tensor& x, int64_t k, const TopKOptions& op
 /// Hardmax: 1 at the first maximum of each line along `axis`, 0 elsewhere (ONNX opset 13).
 /// With `flatten` (opsets before 13), `x` is read as the 2-D [prod(x[:axis]), prod(x[axis:])]
 /// and each row is a line. Dtypes f32, f64, f16, bf16. Errors: InvalidArgument for the axis.
-runtime::Status hardmax(const runtime::Tensor& x, int64_t axis, bool flatten,
-                        runtime::Tensor& out);
+runtime::Status hardmax(const runtime::Tensor& x, int64_t axis, bool flatten, runtime::Tensor& out);
 
 // ---- EyeLike, BitShift, Det ------------------------------------------------------------------
 

@@ -96,10 +96,9 @@ inline runtime::Status check_broadcasts_to(std::string_view op, std::string_view
                                            runtime::Span<const int64_t> from,
                                            runtime::Span<const int64_t> to) {
   if (broadcasts_to(from, to)) return runtime::Status();
-  return invalid_argument(op, std::string(subject) + " has shape " +
-                                  runtime::shape_to_string(from) +
-                                  " (expected one that broadcasts to " +
-                                  runtime::shape_to_string(to) + ")");
+  return invalid_argument(
+      op, std::string(subject) + " has shape " + runtime::shape_to_string(from) +
+              " (expected one that broadcasts to " + runtime::shape_to_string(to) + ")");
 }
 
 /// Output `index` when it is present and wanted (an optional output the caller will write),

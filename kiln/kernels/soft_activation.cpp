@@ -38,8 +38,7 @@ struct MishFn {
 
 Status softsign_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
                        Span<EValue* const> outputs, const runtime::Attributes&) {
-  return internal::run_unary_kernel({"Softsign", kFloatDtypes, softsign}, context, inputs,
-                                    outputs);
+  return internal::run_unary_kernel({"Softsign", kFloatDtypes, softsign}, context, inputs, outputs);
 }
 
 Status mish_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
@@ -49,9 +48,8 @@ Status mish_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
 
 // Checks the arguments as any unary op with `dtypes`, resizes output 0 and returns it.
 runtime::Result<Tensor*> prepare_unary(std::string_view op, Span<const runtime::ScalarType> dtypes,
-                                       runtime::KernelContext& context,
-                                       Span<EValue* const> inputs, Span<EValue* const> outputs,
-                                       const Tensor** x) {
+                                       runtime::KernelContext& context, Span<EValue* const> inputs,
+                                       Span<EValue* const> outputs, const Tensor** x) {
   KILN_RETURN_IF_ERROR(internal::check_arity(op, inputs, outputs, 1, 1, 1));
   KILN_ASSIGN_OR_RETURN(*x, internal::input_tensor(op, inputs, 0));
   KILN_RETURN_IF_ERROR(check_dtype(op, "input 0", (*x)->dtype(), dtypes));

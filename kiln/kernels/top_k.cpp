@@ -26,8 +26,9 @@ constexpr std::string_view kOp = "TopK";
 Result<int64_t> read_k(Span<EValue* const> inputs, const runtime::Attributes& attributes) {
   if (internal::is_absent(inputs, 1)) {
     if (!attributes.has("k")) {
-      return internal::invalid_argument(kOp, "input 1 (K) and attribute 'k' are both missing "
-                                             "(expected one of them)");
+      return internal::invalid_argument(kOp,
+                                        "input 1 (K) and attribute 'k' are both missing "
+                                        "(expected one of them)");
     }
     return internal::int_attribute(kOp, attributes, "k", 0);
   }
@@ -87,10 +88,10 @@ Result<std::vector<int64_t>> top_k_shape(Span<const int64_t> x, int64_t k, int64
   }
   if (axis < 0) axis += rank;
   if (k < 0 || k > x[static_cast<size_t>(axis)]) {
-    return Status(Error::InvalidArgument,
-                  "k is " + std::to_string(k) + " (expected 0.." +
-                      std::to_string(x[static_cast<size_t>(axis)]) + ", the size of axis " +
-                      std::to_string(axis) + " of input 0 " + runtime::shape_to_string(x) + ")");
+    return Status(Error::InvalidArgument, "k is " + std::to_string(k) + " (expected 0.." +
+                                              std::to_string(x[static_cast<size_t>(axis)]) +
+                                              ", the size of axis " + std::to_string(axis) +
+                                              " of input 0 " + runtime::shape_to_string(x) + ")");
   }
   std::vector<int64_t> shape(x.begin(), x.end());
   shape[static_cast<size_t>(axis)] = k;
@@ -104,8 +105,8 @@ Status top_k(const Tensor& x, int64_t k, const TopKOptions& options, Tensor& val
   if (!shape.ok()) return shape.status().with_context(internal::action(kOp));
   KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 0", x));
   KILN_RETURN_IF_ERROR(internal::check_output(kOp, values, x.dtype(), *shape));
-  KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "output 1 (Indices)", indices.dtype(),
-                                                  ScalarType::Int64));
+  KILN_RETURN_IF_ERROR(
+      internal::check_same_dtype(kOp, "output 1 (Indices)", indices.dtype(), ScalarType::Int64));
   KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "output 1 (Indices)", indices));
   KILN_RETURN_IF_ERROR(internal::check_output_shape(kOp, indices, *shape));
   const int64_t axis = options.axis < 0 ? options.axis + x.dim() : options.axis;

@@ -17,13 +17,13 @@ namespace {
 
 // Defines functor `Name`, which evaluates `expression` on `v`, the element loaded in its compute
 // type (float for f16 and bf16), and rounds the result once on store.
-#define KILN_FLOAT_FN(Name, expression)                \
-  struct Name {                                        \
-    template <typename T>                              \
-    T operator()(T x) const {                          \
-      const auto v = load(x);                          \
-      return store<T>(expression);                     \
-    }                                                  \
+#define KILN_FLOAT_FN(Name, expression) \
+  struct Name {                         \
+    template <typename T>               \
+    T operator()(T x) const {           \
+      const auto v = load(x);           \
+      return store<T>(expression);      \
+    }                                   \
   };
 KILN_FLOAT_FN(TanFn, std::tan(v))
 KILN_FLOAT_FN(AsinFn, std::asin(v))

@@ -29,8 +29,8 @@ Status trilu_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
   if (!internal::is_absent(inputs, 1)) {
     KILN_ASSIGN_OR_RETURN(auto values, internal::read_int_list(kOp, inputs, 1, "k"));
     if (values.size() != 1) {
-      return internal::invalid_argument(kOp, "input 1 (k) has " + std::to_string(values.size()) +
-                                                 " elements (expected 1)");
+      return internal::invalid_argument(
+          kOp, "input 1 (k) has " + std::to_string(values.size()) + " elements (expected 1)");
     }
     k = values[0];
   }

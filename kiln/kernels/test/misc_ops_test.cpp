@@ -111,9 +111,9 @@ TEST(Shrink, SoftAndHardForFloatsAndIntegers) {
   auto x = OwnedTensor::of<float>({5}, {-2, -1, 0, 1, 2});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 1);
   EValue in(x.tensor()), r(out.tensor());
-  ASSERT_TRUE(run_kernel("Shrink", {&in}, {&r},
-                         attrs({{"lambd", EValue(1.5)}, {"bias", EValue(1.5)}}))
-                  .ok());
+  ASSERT_TRUE(
+      run_kernel("Shrink", {&in}, {&r}, attrs({{"lambd", EValue(1.5)}, {"bias", EValue(1.5)}}))
+          .ok());
   EXPECT_THAT(out.values<float>(5), ElementsAre(-0.5f, 0.0f, 0.0f, 0.0f, 0.5f));
   ASSERT_TRUE(run_kernel("Shrink", {&in}, {&r}, attrs({{"lambd", EValue(1.5)}})).ok());
   EXPECT_THAT(out.values<float>(5), ElementsAre(-2.0f, 0.0f, 0.0f, 0.0f, 2.0f));
@@ -220,8 +220,8 @@ TEST(CumSum, ExclusiveAndReverseAlongAnAxis) {
   auto axis = OwnedTensor::of<int32_t>({1}, {0});
   EValue ii(ints.tensor()), ia(axis.tensor()), r(int_out.tensor());
   ASSERT_TRUE(run_kernel("CumSum", {&ii, &ia}, {&r}).ok());
-  EXPECT_THAT(int_out.values<int32_t>(2),
-              ElementsAre(std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()));
+  EXPECT_THAT(int_out.values<int32_t>(2), ElementsAre(std::numeric_limits<int32_t>::max(),
+                                                      std::numeric_limits<int32_t>::min()));
   auto bad_axis = OwnedTensor::of<int64_t>({}, {1});
   EValue ib(bad_axis.tensor());
   Status status = run_kernel("CumSum", {&ii, &ib}, {&r});

@@ -71,10 +71,12 @@ std::vector<double> reference_layer_norm(const Shape& shape, const std::vector<d
     double mean = 0, var = 0;
     for (int64_t j = 0; j < inner; ++j) mean += x[o * inner + j];
     mean /= inner;
-    for (int64_t j = 0; j < inner; ++j) var += (x[o * inner + j] - mean) * (x[o * inner + j] - mean);
+    for (int64_t j = 0; j < inner; ++j)
+      var += (x[o * inner + j] - mean) * (x[o * inner + j] - mean);
     var /= inner;
     for (int64_t j = 0; j < inner; ++j) {
-      out[o * inner + j] = (x[o * inner + j] - mean) / std::sqrt(var + epsilon) * scale[j] + bias[j];
+      out[o * inner + j] =
+          (x[o * inner + j] - mean) / std::sqrt(var + epsilon) * scale[j] + bias[j];
     }
   }
   return out;
@@ -162,6 +164,7 @@ TEST(LayerNorm, RejectsBadAxisScaleAndStashType) {
   Status status = run_kernel("LayerNormalization", {&in_x, &in_s}, {&r});
   EXPECT_EQ(status.code(), Error::InvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("input 1 (Scale) has shape [2]"));
+  EXPECT_EQ(sizes_of(r), (Shape{0, 0}));  // checked before anything was resized
 
   status = run_kernel("LayerNormalization", {&in_x, &in_good}, {&r}, attrs({{"axis", 2}}));
   EXPECT_EQ(status.code(), Error::InvalidArgument);
@@ -179,7 +182,8 @@ TEST(LayerNorm, RejectsBadAxisScaleAndStashType) {
   EXPECT_THAT(status.message(), HasSubstr("input 1 (Scale) has dtype f16"));
 }
 
-// ---- BatchNormalization ---------------------------------------------------------------------------
+// ---- BatchNormalization
+// ---------------------------------------------------------------------------
 
 TEST(BatchNorm, InferenceUsesTheGivenStatistics) {
   // [N=1, C=2, 2]: channel 0 has mean 1, var 4; channel 1 mean 0, var 1.
@@ -189,8 +193,8 @@ TEST(BatchNorm, InferenceUsesTheGivenStatistics) {
   auto mean = OwnedTensor::of<float>({2}, {1, 0});
   auto var = OwnedTensor::of<float>({2}, {4, 1});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 3);
-  EValue ix(x.tensor()), is(scale.tensor()), ib(bias.tensor()), im(mean.tensor()),
-      iv(var.tensor()), r(out.tensor());
+  EValue ix(x.tensor()), is(scale.tensor()), ib(bias.tensor()), im(mean.tensor()), iv(var.tensor()),
+      r(out.tensor());
   ASSERT_TRUE(run_kernel("BatchNormalization", {&ix, &is, &ib, &im, &iv}, {&r},
                          attrs({{"epsilon", EValue(0.0)}}))
                   .ok());
@@ -208,8 +212,8 @@ TEST(BatchNorm, TrainingUsesBatchStatisticsAndUpdatesRunningOnes) {
   auto out = OwnedTensor::resizable(ScalarType::Float32, 3);
   auto running_mean = OwnedTensor::resizable(ScalarType::Float32, 1);
   auto running_var = OwnedTensor::resizable(ScalarType::Float32, 1);
-  EValue ix(x.tensor()), is(scale.tensor()), ib(bias.tensor()), im(mean.tensor()),
-      iv(var.tensor()), r(out.tensor()), rm(running_mean.tensor()), rv(running_var.tensor());
+  EValue ix(x.tensor()), is(scale.tensor()), ib(bias.tensor()), im(mean.tensor()), iv(var.tensor()),
+      r(out.tensor()), rm(running_mean.tensor()), rv(running_var.tensor());
   ASSERT_TRUE(run_kernel("BatchNormalization", {&ix, &is, &ib, &im, &iv}, {&r, &rm, &rv},
                          attrs({{"training_mode", 1}, {"momentum", EValue(0.8)}}))
                   .ok());
@@ -327,7 +331,8 @@ TEST(MeanVarianceNormalization, DefaultAxesKeepChannelsApart) {
     var /= 8;
     for (int i : at) EXPECT_NEAR(y[i], (xs[i] - mu) / (std::sqrt(var) + 1e-9), 1e-5);
   }
-  Status status = run_kernel("MeanVarianceNormalization", {&ix}, {&r}, attrs({{"axes", Shape{0, 4}}}));
+  Status status =
+      run_kernel("MeanVarianceNormalization", {&ix}, {&r}, attrs({{"axes", Shape{0, 4}}}));
   EXPECT_EQ(status.code(), Error::InvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("attribute 'axes' is 4"));
 }
