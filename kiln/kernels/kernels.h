@@ -2,9 +2,11 @@
 
 #include <kiln/kernels/binary_ops.h>
 #include <kiln/kernels/broadcast.h>
-#include <kiln/kernels/quant_ops.h>
 #include <kiln/kernels/image_ops.h>
 #include <kiln/kernels/index_ops.h>
+#include <kiln/kernels/misc_ops.h>
+#include <kiln/kernels/nn_norm_ops.h>
+#include <kiln/kernels/quant_ops.h>
 #include <kiln/kernels/reduce_ops.h>
 #include <kiln/kernels/rnn_ops.h>
 #include <kiln/kernels/shape_ops.h>
