@@ -4,12 +4,15 @@
 #include <kiln/exporter/onnx/onnx_tensor.h>
 
 #include <onnx/checker.h>
+#include <onnx/defs/data_type_utils.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace kiln::exporter {
@@ -353,10 +356,52 @@ class Importer {
     return Status();
   }
 
+  // The dtype of output `index` of `node` from the operator's schema: the dtype of an input
+  // bound to the same type parameter, or the one type the parameter allows. Shape inference
+  // leaves outputs without a name untyped, but a kernel still writes them (GRU's Y, MaxPool's
+  // Indices, Unique's counts), so they need their real dtype.
+  std::optional<runtime::ScalarType> unnamed_output_dtype(const onnx::NodeProto& node, int index,
+                                                          const ir::Graph& graph) const {
+    const auto* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset_, node.domain());
+    if (schema == nullptr || index >= static_cast<int>(schema->outputs().size())) return {};
+    const std::string& type = schema->outputs()[index].GetTypeStr();
+    const auto& inputs = schema->inputs();
+    for (int i = 0; i < node.input_size() && i < static_cast<int>(inputs.size()); ++i) {
+      if (inputs[i].GetTypeStr() != type || node.input(i).empty()) continue;
+      int value = graph.find_value(node.input(i));
+      if (value >= 0) return graph.values[value].type.dtype;
+    }
+    std::vector<std::string> allowed = {type};
+    for (const auto& constraint : schema->typeConstraintParams()) {
+      if (constraint.type_param_str == type) allowed = constraint.allowed_type_strs;
+    }
+    if (allowed.size() != 1) return {};
+    try {
+      const auto& proto = onnx::Utils::DataTypeUtils::ToTypeProto(
+          onnx::Utils::DataTypeUtils::ToType(allowed[0]));
+      if (!proto.has_tensor_type()) return {};
+      auto dtype = dtype_from_onnx(proto.tensor_type().elem_type());
+      if (!dtype.ok()) return {};
+      return *dtype;
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
+
   Status add_outputs(const onnx::NodeProto& node, ir::Graph& graph, ir::Node& out) {
-    for (const auto& output : node.output()) {
+    for (int i = 0; i < node.output_size(); ++i) {
+      const std::string& output = node.output(i);
       if (output.empty()) {
-        out.outputs.push_back(-1);
+        auto dtype = unnamed_output_dtype(node, i, graph);
+        if (!dtype) {
+          out.outputs.push_back(-1);
+          continue;
+        }
+        ir::TensorType type;
+        type.dtype = *dtype;
+        type.rank_known = false;
+        out.outputs.push_back(graph.add_value(
+            ir::Value{out.name + "/unused_output_" + std::to_string(i), std::move(type), -1}));
         continue;
       }
       auto type = type_of(output, "output of " + describe(node) + ",");

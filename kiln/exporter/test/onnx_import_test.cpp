@@ -398,5 +398,32 @@ TEST(OnnxImport, DataDependentOutputSizesAreResizedAtRunTime) {
   }
 }
 
+// An unnamed output in the middle gets the dtype the operator's schema gives it (Unique's
+// `indices` is i64, not the f32 of its input), so the kernel can write it.
+TEST(OnnxImport, UnnamedOutputsTakeTheirDtypeFromTheSchema) {
+  OnnxModelBuilder b;
+  b.input("x", kF32, {5}).output("inverse", kI64, {5});
+  b.node("Unique", {"x"}, {"y", "", "inverse"});
+  auto model = import_onnx(b.bytes(), "m.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& graph = model->functions[0];
+  ASSERT_EQ(graph.nodes.size(), 1u);
+  ASSERT_EQ(graph.nodes[0].outputs.size(), 3u);
+  ASSERT_GE(graph.nodes[0].outputs[1], 0);
+  EXPECT_EQ(graph.values[graph.nodes[0].outputs[1]].type.dtype, ScalarType::Int64);
+  auto program = export_and_load(b.bytes());
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto method = (*program)->load_method("forward");
+  ASSERT_TRUE(method.ok()) << method.status();
+  std::vector<float> x = {3, 1, 3, 2, 1};
+  ASSERT_TRUE((*method)->set_input(0, EValue(Tensor(ScalarType::Float32, {5}, x.data()))).ok());
+  auto status = (*method)->execute();
+  ASSERT_TRUE(status.ok()) << status;
+  const Tensor& inverse = (*method)->get_output(0).to_tensor();
+  ASSERT_EQ(inverse.numel(), 5);
+  EXPECT_EQ(std::vector<int64_t>(inverse.data_ptr<int64_t>(), inverse.data_ptr<int64_t>() + 5),
+            (std::vector<int64_t>{2, 0, 2, 1, 0}));
+}
+
 }  // namespace
 }  // namespace kiln::exporter
