@@ -2,6 +2,7 @@
 
 #include <kiln/kernels/binary_ops.h>
 #include <kiln/kernels/broadcast.h>
+#include <kiln/kernels/nn_conv_ops.h>
 #include <kiln/kernels/reduce_ops.h>
 #include <kiln/kernels/shape_ops.h>
 #include <kiln/kernels/unary_ops.h>

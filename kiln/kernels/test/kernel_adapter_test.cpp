@@ -114,6 +114,8 @@ TEST(KernelRegistry, EveryReferenceOpIsRegistered) {
                          "ReduceL2",
                          "ArgMax",
                          "ArgMin",
+                         "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+                         "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "MaxUnpool",
                          "ReduceL1",
                          "ReduceSumSquare",
                          "ReduceLogSum",
