@@ -129,7 +129,8 @@ runtime::Result<std::vector<int64_t>> pool_shape(runtime::Span<const int64_t> x,
 runtime::Status max_pool(const runtime::Tensor& x, const PoolOptions& options, runtime::Tensor& out,
                          runtime::Tensor* indices);
 /// Y = the mean of each window: over its elements inside X, or with `count_include_pad` over
-/// its elements inside the padded extent. Dtypes f32, f64, f16, bf16; accumulates in double.
+/// its elements inside the padded extent; a window with no element inside X gives nan (0 / 0)
+/// without `count_include_pad`. Dtypes f32, f64, f16, bf16; accumulates in double.
 runtime::Status average_pool(const runtime::Tensor& x, const PoolOptions& options,
                              runtime::Tensor& out);
 /// Y = (sum over each window of |x|^p)^(1/p), the padding counting as 0. `p` >= 1.

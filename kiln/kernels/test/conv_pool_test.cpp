@@ -694,6 +694,25 @@ TEST(MaxPool, IndicesInColumnMajorOrderAndIntegerInputs) {
   EXPECT_EQ(max_pool(i32.tensor(), same, y32.tensor(), nullptr).code(), Error::InvalidType);
 }
 
+TEST(Pool, HalfAndSignedBytePools) {
+  auto x = OwnedTensor::half_of(ScalarType::Float16, {1, 1, 2, 3}, {0.5f, -2, 3, 1.25f, 4, -6});
+  PoolOptions o;
+  o.kernel_shape = {2, 2};
+  o.pads = {0, 0, 0, 1};
+  auto y = OwnedTensor::zeros(ScalarType::Float16, {1, 1, 1, 3});
+  ASSERT_TRUE(max_pool(x.tensor(), o, y.tensor(), nullptr).ok());
+  EXPECT_THAT(y.half_values(), ElementsAre(4, 4, 3));
+  ASSERT_TRUE(average_pool(x.tensor(), o, y.tensor()).ok());
+  EXPECT_THAT(y.half_values(), ElementsAre(0.9375f, -0.25f, -1.5f));
+  // Negative bytes: the maximum starts from the lowest value, not 0.
+  auto b = OwnedTensor::of<int8_t>({1, 1, 2, 3}, {-5, -128, -7, -3, -9, -100});
+  auto yb = OwnedTensor::zeros(ScalarType::Int8, {1, 1, 1, 3});
+  auto i = OwnedTensor::zeros(ScalarType::Int64, {1, 1, 1, 3});
+  ASSERT_TRUE(max_pool(b.tensor(), o, yb.tensor(), &i.tensor()).ok());
+  EXPECT_THAT(yb.values<int8_t>(), ElementsAre(-3, -7, -7));
+  EXPECT_THAT(i.values<int64_t>(), ElementsAre(3, 2, 2));
+}
+
 TEST(Pool, CeilModeDropsAWindowStartingInThePadding) {
   // ONNX doc (maxpool_2d_ceil): 4x4 input 1..16, kernel 3, stride 2, ceil_mode: 2x2.
   auto x = OwnedTensor::of<float>({1, 1, 4, 4}, iota(16, 1));
