@@ -5,6 +5,7 @@
 #include <kiln/kernels/image_ops.h>
 #include <kiln/kernels/index_ops.h>
 #include <kiln/kernels/misc_ops.h>
+#include <kiln/kernels/nn_conv_ops.h>
 #include <kiln/kernels/nn_norm_ops.h>
 #include <kiln/kernels/quant_ops.h>
 #include <kiln/kernels/reduce_ops.h>

@@ -128,6 +128,8 @@ TEST(KernelRegistry, EveryReferenceOpIsRegistered) {
                          "ReduceL2",
                          "ArgMax",
                          "ArgMin",
+                         "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+                         "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "MaxUnpool",
                          "ReduceL1",
                          "ReduceSumSquare",
                          "ReduceLogSum",
