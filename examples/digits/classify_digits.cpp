@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
 
   kiln::extension::Module module(argv[1]);
   auto start = std::chrono::steady_clock::now();
-  auto loaded = module.load("forward");
+  auto loaded = module.load_method("forward");
   auto load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                            start).count();
   if (!loaded.ok()) return fail("load", loaded);

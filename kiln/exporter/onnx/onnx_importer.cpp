@@ -473,6 +473,13 @@ Status upgrade_opset(onnx::ModelProto& proto, const std::string& source_name) {
     if (!node.domain().empty() && node.domain() != "ai.onnx") return Status();
   }
   try {
+    // Several adapters need the shapes of their inputs (Gemm's C, Softmax's input), which the
+    // converter reads from value_info: infer them first. A model whose shapes cannot be
+    // inferred at its own opset is converted without them.
+    try {
+      onnx::shape_inference::InferShapes(proto);
+    } catch (const std::exception&) {
+    }
     proto = onnx::version_conversion::ConvertVersion(proto, kUpgradeTarget);
     // Opset 13 belongs to IR 7, where initializers need not be graph inputs (the converter
     // adds initializers but keeps the model's older IR version).
