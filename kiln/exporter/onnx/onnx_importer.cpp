@@ -515,7 +515,10 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
                   "import model '" + source_name + "': invalid model: " + e.what());
   }
   try {
-    onnx::shape_inference::InferShapes(proto);
+    // Strict: a node whose inputs contradict its operator (an Add of [2, 3] and [4, 5]) is an
+    // error naming the node, not a model that fails later at run time.
+    onnx::ShapeInferenceOptions strict(/*check_type_val=*/true, /*strict_mode_val=*/1);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), strict);
   } catch (const std::exception& e) {
     return Status(Error::InvalidProgram,
                   "import model '" + source_name + "': shape inference failed: " + e.what());

@@ -425,5 +425,25 @@ TEST(OnnxImport, UnnamedOutputsTakeTheirDtypeFromTheSchema) {
             (std::vector<int64_t>{2, 0, 2, 1, 0}));
 }
 
+// Shapes that contradict each other (a [2, 3] + [4, 5] Add, a MatMul whose inner dims differ)
+// fail the export with the node and operator named, before anything is written.
+TEST(OnnxImport, ShapeContradictionNamesTheNodeAndOperator) {
+  OnnxModelBuilder add;
+  add.input("a", kF32, {2, 3}).input("b", kF32, {4, 5}).output("y", kF32, {2, 3});
+  add.node("Add", {"a", "b"}, {"y"}, "bad_add");
+  auto model = import_onnx(add.bytes(), "m.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.error(), Error::InvalidProgram);
+  EXPECT_NE(model.status().message().find("bad_add"), std::string::npos) << model.status();
+  EXPECT_NE(model.status().message().find("Add"), std::string::npos) << model.status();
+
+  OnnxModelBuilder matmul;
+  matmul.input("a", kF32, {2, 3}).input("b", kF32, {4, 5}).output("y", kF32, {2, 5});
+  matmul.node("MatMul", {"a", "b"}, {"y"}, "bad_matmul");
+  auto second = import_onnx(matmul.bytes(), "m.onnx");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("bad_matmul"), std::string::npos) << second.status();
+}
+
 }  // namespace
 }  // namespace kiln::exporter
