@@ -33,6 +33,10 @@ Status Method::resize_value(EValue& value, Span<const int64_t> sizes) {
   if (tensor.shape_dynamism() == ShapeDynamism::Unbounded) {
     auto numel = checked_numel(sizes);
     if (!numel.ok()) return numel.status().with_context("resize tensor");
+    if (static_cast<uint64_t>(*numel) > SIZE_MAX / tensor.element_size()) {
+      return Status(Error::InvalidArgument, "resize tensor: shape " + shape_to_string(sizes) +
+                                                " needs more bytes than memory can address");
+    }
     size_t needed = static_cast<size_t>(*numel) * tensor.element_size();
     if (needed > tensor.capacity_bytes()) {
       size_t index = static_cast<size_t>(&value - values_.data());

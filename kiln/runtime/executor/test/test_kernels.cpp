@@ -1,6 +1,7 @@
 #include <kiln/runtime/executor/test/test_kernels.h>
 
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 namespace kiln::runtime::test {
@@ -43,10 +44,15 @@ Status test_repeat(KernelContext& context, Span<EValue* const> inputs,
   const Tensor& in = inputs[0]->to_tensor();
   KILN_ASSIGN_OR_RETURN(int64_t times, attributes.get_int("times", 1));
   if (in.dim() < 1 || times < 0) return Status(Error::InvalidArgument, "TestRepeat: bad shape");
+  if (in.dtype() != ScalarType::Float32) return Status(Error::InvalidType, "TestRepeat: not f32");
   std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
+  if (times > 0 && sizes[0] > std::numeric_limits<int64_t>::max() / times) {
+    return Status(Error::InvalidArgument, "TestRepeat: repeated size overflows");
+  }
   sizes[0] *= times;
   KILN_RETURN_IF_ERROR(context.resize(*outputs[0], sizes));
   Tensor& out = outputs[0]->to_tensor();
+  if (out.dtype() != ScalarType::Float32) return Status(Error::InvalidType, "TestRepeat: out");
   for (int64_t t = 0; t < times; ++t) {
     std::memcpy(out.mutable_data_ptr<float>() + t * in.numel(), in.data(), in.nbytes());
   }
