@@ -1,0 +1,124 @@
+// Conv throughput of the oneDNN CpuOp against the reference `conv` kernel at one thread, on
+// ResNet-18 3x3 layers, a 1x1 projection and a MobileNet depthwise 3x3 (batch 1, f32).
+// Counters: GFLOP/s and the percentage of one core's FMA peak (116 GFLOP/s on the Zen 4
+// development machine; ../shared research notes). Run by hand, e.g.
+//   kiln_cpu_bench --benchmark_min_time=0.2
+
+#include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/kernels/nn_conv_ops.h>
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+namespace {
+
+using kiln::engine::cpu::ActivationLayout;
+using kiln::engine::cpu::CpuOp;
+using kiln::engine::cpu::OpDesc;
+using kiln::engine::cpu::TensorDesc;
+using kiln::runtime::ScalarType;
+using kiln::runtime::Tensor;
+
+constexpr double kPeakGflops = 116.0;
+
+struct Layer {
+  const char* name;
+  int64_t c, m, hw, k, group;
+};
+
+const Layer kLayers[] = {
+    {"3x3 64ch 56x56", 64, 64, 56, 3, 1},     {"3x3 128ch 28x28", 128, 128, 28, 3, 1},
+    {"3x3 256ch 14x14", 256, 256, 14, 3, 1},  {"3x3 512ch 7x7", 512, 512, 7, 3, 1},
+    {"1x1 64->256 56x56", 64, 256, 56, 1, 1}, {"dw3x3 32ch 112x112", 32, 32, 112, 3, 32},
+};
+
+struct Data {
+  std::vector<float> x, w, y;
+  Tensor xt, wt, yt;
+  explicit Data(const Layer& l) {
+    std::mt19937 generator(1);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    x.resize(static_cast<size_t>(l.c * l.hw * l.hw));
+    w.resize(static_cast<size_t>(l.m * (l.c / l.group) * l.k * l.k));
+    y.resize(static_cast<size_t>(l.m * l.hw * l.hw));
+    for (float& v : x) v = d(generator);
+    for (float& v : w) v = d(generator);
+    xt = Tensor(ScalarType::Float32, {1, l.c, l.hw, l.hw}, x.data());
+    wt = Tensor(ScalarType::Float32, {l.m, l.c / l.group, l.k, l.k}, w.data());
+    yt = Tensor(ScalarType::Float32, {1, l.m, l.hw, l.hw}, y.data());
+  }
+};
+
+double flops(const Layer& l) {
+  return 2.0 * static_cast<double>(l.m * l.hw * l.hw * (l.c / l.group) * l.k * l.k);
+}
+
+void report(benchmark::State& state, const Layer& l) {
+  state.SetLabel(l.name);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["%peak"] = benchmark::Counter(flops(l) * 1e-9 / kPeakGflops * 100.0,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_DnnlConv(benchmark::State& state) {
+  const Layer& l = kLayers[state.range(0)];
+  Data data(l);
+  OpDesc desc;
+  desc.op = "Conv";
+  int64_t pad = l.k / 2;
+  desc.attributes = {{"pads", std::vector<int64_t>{pad, pad, pad, pad}}, {"group", l.group}};
+  desc.inputs = {TensorDesc{ScalarType::Float32, {1, l.c, l.hw, l.hw}},
+                 TensorDesc{ScalarType::Float32, {l.m, l.c / l.group, l.k, l.k}}};
+  desc.constants = {nullptr, &data.wt};
+  desc.num_threads = 1;
+  desc.activation_layout = state.range(1) ? ActivationLayout::Plain : ActivationLayout::Preferred;
+  auto op = CpuOp::create(desc);
+  if (!op.ok()) {
+    state.SkipWithError(op.status().message().c_str());
+    return;
+  }
+  const Tensor* inputs[] = {&data.xt, nullptr};
+  Tensor* outputs[] = {&data.yt};
+  for (auto _ : state) {
+    if (!(*op)->run(inputs, outputs).ok()) state.SkipWithError("run failed");
+  }
+  report(state, l);
+  state.SetLabel(std::string(l.name) + (state.range(1) ? " plain NCHW | " : " preferred | ") +
+                 (*op)->describe());
+}
+
+void BM_ReferenceConv(benchmark::State& state) {
+  const Layer& l = kLayers[state.range(0)];
+  Data data(l);
+  kiln::kernels::ConvOptions options;
+  int64_t pad = l.k / 2;
+  options.pads = {pad, pad, pad, pad};
+  options.group = l.group;
+  for (auto _ : state) {
+    if (!kiln::kernels::conv(data.xt, data.wt, nullptr, options, data.yt).ok()) {
+      state.SkipWithError("conv failed");
+    }
+  }
+  report(state, l);
+}
+
+void layers(benchmark::internal::Benchmark* b, bool layouts) {
+  for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
+    if (layouts) {
+      b->Args({i, 0})->Args({i, 1});
+    } else {
+      b->Arg(i);
+    }
+  }
+  // Wall time: on a shared machine the CPU time of a preempted process is not trustworthy.
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_DnnlConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, true); });
+BENCHMARK(BM_ReferenceConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, false); });
+
+}  // namespace
+
+BENCHMARK_MAIN();

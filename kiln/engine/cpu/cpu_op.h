@@ -1,0 +1,105 @@
+#pragma once
+
+#include <kiln/engine/ir/graph.h>
+#include <kiln/runtime/core/result.h>
+#include <kiln/runtime/core/scalar_type.h>
+#include <kiln/runtime/core/span.h>
+#include <kiln/runtime/core/status.h>
+#include <kiln/runtime/core/tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+/// The CPU device's op implementations (DESIGN.md §4): one object per op and concrete shape,
+/// built once (primitives created, constant weights pre-packed) and then run many times without
+/// allocating. `CpuOp` is the seam between the engine and a kernel provider: today oneDNN
+/// (x86-64); an XNNPACK provider (ARM64) can implement the same ops behind it.
+namespace kiln::engine::cpu {
+
+/// A concrete tensor type: dtype and static sizes.
+struct TensorDesc {
+  runtime::ScalarType dtype = runtime::ScalarType::Float32;
+  std::vector<int64_t> sizes;
+};
+
+/// An operation fused onto an op's result, applied in the order listed.
+enum class PostOpKind {
+  Relu,     ///< max(x, 0).
+  Clip,     ///< min(max(x, alpha), beta); Relu6 is Clip(0, 6).
+  Sigmoid,  ///< 1 / (1 + exp(-x)).
+  Tanh,     ///< tanh(x).
+  Gelu,     ///< x / 2 * (1 + erf(x / sqrt(2))); with alpha = 1, the tanh approximation.
+  /// x + residual, where the residual is an extra input of the output's shape (appended after
+  /// the op's own inputs, one per residual post-op in order). MatMul and Conv only.
+  AddResidual,
+};
+
+/// One fused post-op; `alpha` and `beta` are Clip's bounds (Gelu: alpha 1 selects tanh).
+struct PostOp {
+  PostOpKind kind = PostOpKind::Relu;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+/// How Conv keeps its activations.
+enum class ActivationLayout {
+  /// The provider chooses (oneDNN: blocked nChw16c/nChw8c or nhwc, whichever is fastest); run
+  /// reorders the plain NCHW input into it and the result back, through buffers the op holds.
+  Preferred,
+  /// Plain NCHW throughout: no reorders, but some kernels (depthwise) are much slower on it.
+  Plain,
+};
+
+/// Everything an op implementation is built from. Copied by `create`; nothing must outlive it
+/// except the data of `constants`, which is read (and packed) during `create` only.
+struct OpDesc {
+  std::string op;                         ///< ONNX op type: "Conv", "MatMul", "Relu", ...
+  std::vector<ir::Attribute> attributes;  ///< ONNX attributes, ONNX defaults when absent.
+  /// The op's inputs in ONNX order (an absent optional input has an empty dtype-only entry and
+  /// a rank of -1 is not used: pass `present = false` via `inputs_present`), followed by one
+  /// input per AddResidual post-op.
+  std::vector<TensorDesc> inputs;
+  /// Same length as `inputs`, or empty: false marks an absent optional input. Empty: all present.
+  std::vector<bool> inputs_present;
+  /// Same length as `inputs`, or empty: a non-null entry is that input's constant value (a
+  /// weight), packed at creation; at run time that input's pointer is ignored and may be null.
+  std::vector<const runtime::Tensor*> constants;
+  std::vector<PostOp> post_ops;   ///< Fused after the op (MatMul, Gemm, Conv).
+  int num_outputs = 1;            ///< Outputs asked for; extra optional outputs are NotSupported.
+  /// Intra-op threads for create and run; 0 = the library's default (all cores). Takes effect
+  /// for this op only (the caller's OpenMP setting is restored after each call).
+  int num_threads = 0;
+  ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
+};
+
+/// A compiled op for one set of input shapes. Lifecycle: `create` (may allocate, JIT and pack
+/// weights) → `run` any number of times (no allocation). Thread-safety: `run` uses buffers the
+/// op owns, so one op runs on one thread at a time; distinct ops may run concurrently.
+class CpuOp {
+ public:
+  virtual ~CpuOp() = default;
+
+  /// Builds the op for `desc` with the best provider available (oneDNN on x86-64). Errors:
+  /// NotSupported for an op, dtype, attribute value or layout no provider handles (the message
+  /// names it); InvalidArgument for inconsistent shapes or attributes; Internal when the
+  /// provider fails unexpectedly.
+  static runtime::Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
+
+  /// The outputs' types, fixed at creation.
+  virtual const std::vector<TensorDesc>& outputs() const = 0;
+
+  /// Runs the op. `inputs` follow `OpDesc::inputs` (entries of constant or absent inputs may be
+  /// null); `outputs` are contiguous row-major tensors of `outputs()`' types. Not validated
+  /// beyond counts (validated at creation, DESIGN.md §6). Errors: InvalidArgument for a wrong
+  /// number of tensors or a null required one; Internal if the provider fails.
+  virtual runtime::Status run(runtime::Span<const runtime::Tensor*> inputs,
+                              runtime::Span<runtime::Tensor*> outputs) = 0;
+
+  /// The implementation chosen, for logs and benchmarks: e.g. "oneDNN jit:avx512_core
+  /// src:nChw16c wei:OIhw16i16o".
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace kiln::engine::cpu

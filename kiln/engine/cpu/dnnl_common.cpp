@@ -1,0 +1,295 @@
+#include <kiln/engine/cpu/dnnl_common.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpu_stream() {
+  static dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+ThreadScope::ThreadScope(int num_threads) {
+  if (num_threads <= 0) return;
+  previous_ = omp_get_max_threads();
+  omp_set_num_threads(num_threads);
+}
+
+ThreadScope::~ThreadScope() {
+  if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
+const ir::AttributeValue* Attrs::find(std::string_view name) const {
+  for (const ir::Attribute& attribute : desc_.attributes) {
+    if (attribute.name == name) return &attribute.value;
+  }
+  return nullptr;
+}
+
+Status Attrs::wrong_type(std::string_view name, std::string_view expected) const {
+  return error(desc_, Error::InvalidArgument,
+               "attribute '" + std::string(name) + "' has the wrong type (expected " +
+                   std::string(expected) + ")");
+}
+
+Result<int64_t> Attrs::get_int(std::string_view name, int64_t fallback) const {
+  const ir::AttributeValue* value = find(name);
+  if (value == nullptr) return fallback;
+  if (const auto* i = std::get_if<int64_t>(value)) return *i;
+  return wrong_type(name, "int");
+}
+
+Result<double> Attrs::get_float(std::string_view name, double fallback) const {
+  const ir::AttributeValue* value = find(name);
+  if (value == nullptr) return fallback;
+  if (const auto* f = std::get_if<double>(value)) return *f;
+  if (const auto* i = std::get_if<int64_t>(value)) return static_cast<double>(*i);
+  return wrong_type(name, "float");
+}
+
+Result<std::string> Attrs::get_string(std::string_view name, std::string fallback) const {
+  const ir::AttributeValue* value = find(name);
+  if (value == nullptr) return fallback;
+  if (const auto* s = std::get_if<std::string>(value)) return *s;
+  return wrong_type(name, "string");
+}
+
+Result<std::vector<int64_t>> Attrs::get_ints(std::string_view name) const {
+  const ir::AttributeValue* value = find(name);
+  if (value == nullptr) return std::vector<int64_t>();
+  if (const auto* v = std::get_if<std::vector<int64_t>>(value)) return *v;
+  return wrong_type(name, "ints");
+}
+
+Status error(const OpDesc& desc, Error code, const std::string& problem) {
+  return Status(code, "create op '" + desc.op + "' (oneDNN): " + problem);
+}
+
+bool input_present(const OpDesc& desc, size_t index) {
+  if (index >= desc.inputs.size()) return false;
+  return desc.inputs_present.empty() || desc.inputs_present[index];
+}
+
+const runtime::Tensor* input_constant(const OpDesc& desc, size_t index) {
+  if (index >= desc.constants.size()) return nullptr;
+  return desc.constants[index];
+}
+
+Status check_inputs(const OpDesc& desc, size_t min_inputs, size_t max_inputs) {
+  size_t count = desc.inputs.size() - static_cast<size_t>(num_residuals(desc));
+  if (count < min_inputs || count > max_inputs) {
+    return error(desc, Error::InvalidArgument,
+                 "has " + std::to_string(count) + " inputs (expected " +
+                     std::to_string(min_inputs) + ".." + std::to_string(max_inputs) + ")");
+  }
+  if (!desc.inputs_present.empty() && desc.inputs_present.size() != desc.inputs.size()) {
+    return error(desc, Error::InvalidArgument, "inputs_present has the wrong length");
+  }
+  if (!desc.constants.empty() && desc.constants.size() != desc.inputs.size()) {
+    return error(desc, Error::InvalidArgument, "constants has the wrong length");
+  }
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    if (!input_present(desc, i)) {
+      if (i < min_inputs) {
+        return error(desc, Error::InvalidArgument,
+                     "input " + std::to_string(i) + " is absent (expected present)");
+      }
+      continue;
+    }
+    if (desc.inputs[i].dtype != runtime::ScalarType::Float32) {
+      return error(desc, Error::NotSupported,
+                   "input " + std::to_string(i) + " has dtype " +
+                       std::string(runtime::to_string(desc.inputs[i].dtype)) +
+                       " (expected f32)");
+    }
+    const runtime::Tensor* constant = input_constant(desc, i);
+    if (constant != nullptr &&
+        (constant->dtype() != desc.inputs[i].dtype || !constant->is_contiguous() ||
+         !std::equal(constant->sizes().begin(), constant->sizes().end(),
+                     desc.inputs[i].sizes.begin(), desc.inputs[i].sizes.end()))) {
+      return error(desc, Error::InvalidArgument,
+                   "constant input " + std::to_string(i) +
+                       " does not match its declared type (or is not contiguous)");
+    }
+  }
+  if (desc.num_outputs != 1) {
+    return error(desc, Error::NotSupported,
+                 "asks for " + std::to_string(desc.num_outputs) + " outputs (expected 1)");
+  }
+  return Status();
+}
+
+dnnl::memory::dims to_dims(runtime::Span<const int64_t> sizes) {
+  dnnl::memory::dims dims(sizes.begin(), sizes.end());
+  if (dims.empty()) dims.push_back(1);
+  return dims;
+}
+
+dnnl::memory::desc plain_md(runtime::Span<const int64_t> sizes) {
+  dnnl::memory::dims dims = to_dims(sizes);
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * dims[i];
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+int num_residuals(const OpDesc& desc) {
+  int count = 0;
+  for (const PostOp& post_op : desc.post_ops) count += post_op.kind == PostOpKind::AddResidual;
+  return count;
+}
+
+Result<std::vector<int>> append_post_ops(const OpDesc& desc, const dnnl::memory::desc& dst_md,
+                                         bool use_sum, dnnl::post_ops& ops) {
+  std::vector<int> binary_indices;
+  for (const PostOp& post_op : desc.post_ops) {
+    switch (post_op.kind) {
+      case PostOpKind::Relu:
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        break;
+      case PostOpKind::Clip:
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, post_op.alpha, post_op.beta);
+        break;
+      case PostOpKind::Sigmoid:
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+        break;
+      case PostOpKind::Tanh:
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+        break;
+      case PostOpKind::Gelu:
+        ops.append_eltwise(1.0f,
+                           post_op.alpha == 1.0f ? dnnl::algorithm::eltwise_gelu_tanh
+                                                 : dnnl::algorithm::eltwise_gelu_erf,
+                           0.0f, 0.0f);
+        break;
+      case PostOpKind::AddResidual:
+        if (use_sum) {
+          if (!binary_indices.empty()) {
+            return error(desc, Error::NotSupported, "has more than one residual post-op");
+          }
+          ops.append_sum(1.0f);
+        } else {
+          ops.append_binary(dnnl::algorithm::binary_add, dst_md);
+        }
+        binary_indices.push_back(ops.len() - 1);
+        break;
+    }
+  }
+  return binary_indices;
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
+  return dnnl::memory(md, cpu_engine(), const_cast<void*>(data));
+}
+
+dnnl::primitive_attr base_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void DnnlOp::hold_scratchpad(const dnnl::primitive_desc_base& pd) {
+  scratchpad_ = dnnl::memory(pd.scratchpad_desc(), cpu_engine());
+  args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+}
+
+Status DnnlOp::execute(const dnnl::primitive& primitive,
+                       const std::unordered_map<int, dnnl::memory>& args) {
+  ThreadScope threads(num_threads_);
+  try {
+    primitive.execute(cpu_stream(), args);
+    cpu_stream().wait();
+  } catch (const dnnl::error& e) {
+    return Status(Error::Internal, "run op '" + op_ + "' (oneDNN): " + e.what());
+  }
+  return Status();
+}
+
+Status DnnlOp::check_run_counts(runtime::Span<const runtime::Tensor*> inputs,
+                                runtime::Span<runtime::Tensor*> outputs) const {
+  if (inputs.size() != num_inputs_ || outputs.size() != outputs_.size() ||
+      outputs[0] == nullptr) {
+    return Status(Error::InvalidArgument,
+                  "run op '" + op_ + "' (oneDNN): got " + std::to_string(inputs.size()) +
+                      " inputs and " + std::to_string(outputs.size()) + " outputs (expected " +
+                      std::to_string(num_inputs_) + " and " + std::to_string(outputs_.size()) +
+                      ")");
+  }
+  return Status();
+}
+
+SimpleOp::SimpleOp(const OpDesc& desc, dnnl::primitive primitive,
+                   const dnnl::primitive_desc_base& pd, std::vector<int64_t> output_sizes,
+                   const dnnl::memory::desc& dst_md)
+    : primitive_(std::move(primitive)) {
+  op_ = desc.op;
+  num_threads_ = desc.num_threads;
+  num_inputs_ = desc.inputs.size();
+  outputs_ = {TensorDesc{runtime::ScalarType::Float32, std::move(output_sizes)}};
+  describe_ = describe_pd(pd);
+  hold_scratchpad(pd);
+  args_[DNNL_ARG_DST] = wrap(dst_md, nullptr);
+}
+
+void SimpleOp::bind_input(const OpDesc& desc, size_t index, int arg,
+                          const dnnl::memory::desc& md) {
+  const runtime::Tensor* constant = input_constant(desc, index);
+  if (constant != nullptr) {
+    dnnl::memory owned(md, cpu_engine());
+    std::memcpy(owned.get_data_handle(), constant->data(), constant->nbytes());
+    args_[arg] = owned;
+  } else {
+    args_[arg] = wrap(md, nullptr);
+    bindings_.emplace_back(index, arg);
+  }
+}
+
+Status SimpleOp::run(runtime::Span<const runtime::Tensor*> inputs,
+                     runtime::Span<runtime::Tensor*> outputs) {
+  KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
+  for (const auto& [index, arg] : bindings_) {
+    if (inputs[index] == nullptr) {
+      return Status(Error::InvalidArgument,
+                    "run op '" + op_ + "' (oneDNN): input " + std::to_string(index) + " is null");
+    }
+    point(args_[arg], inputs[index]->data());
+  }
+  point(args_[DNNL_ARG_DST], outputs[0]->mutable_data());
+  return execute(primitive_, args_);
+}
+
+std::string format_of(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& c = md.data;
+  if (c.format_kind != dnnl_blocked) return "other";
+  const auto& blocking = c.format_desc.blocking;
+  static constexpr char kLetters[] = "abcdefghijkl";
+  // Dimensions from outermost to innermost stride, then inner blocks: oneDNN's tag spelling.
+  std::vector<int> order(static_cast<size_t>(c.ndims));
+  for (int i = 0; i < c.ndims; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return blocking.strides[a] > blocking.strides[b];
+  });
+  std::string tag;
+  for (int d : order) {
+    bool blocked = false;
+    for (int b = 0; b < blocking.inner_nblks; ++b) blocked |= blocking.inner_idxs[b] == d;
+    tag += blocked ? static_cast<char>(kLetters[d] - 'a' + 'A') : kLetters[d];
+  }
+  for (int b = 0; b < blocking.inner_nblks; ++b) {
+    tag += std::to_string(blocking.inner_blks[b]) + kLetters[blocking.inner_idxs[b]];
+  }
+  return tag;
+}
+
+std::string describe_pd(const dnnl::primitive_desc_base& pd) {
+  return "oneDNN " + std::string(pd.impl_info_str());
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl

@@ -1,0 +1,142 @@
+#pragma once
+
+// Shared plumbing of the oneDNN op implementations (internal to kiln/engine/cpu).
+
+#include <kiln/engine/cpu/cpu_op.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+using runtime::Error;
+using runtime::Result;
+using runtime::Status;
+
+/// The process-wide CPU engine and an in-order stream on it (created on first use).
+dnnl::engine& cpu_engine();
+dnnl::stream& cpu_stream();
+
+/// Sets OpenMP's thread count for the calling thread while alive (0: unchanged) and restores
+/// the previous value: oneDNN sizes its parallel regions by omp_get_max_threads().
+class ThreadScope {
+ public:
+  explicit ThreadScope(int num_threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// Attribute lookups with ONNX defaults; a present attribute of the wrong type is an error.
+class Attrs {
+ public:
+  explicit Attrs(const OpDesc& desc) : desc_(desc) {}
+  Result<int64_t> get_int(std::string_view name, int64_t fallback) const;
+  Result<double> get_float(std::string_view name, double fallback) const;
+  Result<std::string> get_string(std::string_view name, std::string fallback) const;
+  Result<std::vector<int64_t>> get_ints(std::string_view name) const;  ///< Empty when absent.
+
+ private:
+  const ir::AttributeValue* find(std::string_view name) const;
+  Status wrong_type(std::string_view name, std::string_view expected) const;
+  const OpDesc& desc_;
+};
+
+/// "create op 'Conv' (oneDNN): <problem>".
+Status error(const OpDesc& desc, Error code, const std::string& problem);
+/// Checks the input count (min..max), that every present input is f32 and that required ones
+/// are present.
+Status check_inputs(const OpDesc& desc, size_t min_inputs, size_t max_inputs);
+bool input_present(const OpDesc& desc, size_t index);
+const runtime::Tensor* input_constant(const OpDesc& desc, size_t index);
+
+dnnl::memory::dims to_dims(runtime::Span<const int64_t> sizes);
+/// A plain row-major f32 descriptor (scalars become [1]).
+dnnl::memory::desc plain_md(runtime::Span<const int64_t> sizes);
+
+/// Appends `desc.post_ops` to `ops`. Residuals become binary-add post-ops of `dst_md`'s shape
+/// (`use_sum` false) or sum post-ops (`use_sum` true: the residual is copied into dst before
+/// the run). Returns the indices of the binary post-ops (for the execution arguments), in
+/// residual order; unsupported kinds give NotSupported.
+Result<std::vector<int>> append_post_ops(const OpDesc& desc, const dnnl::memory::desc& dst_md,
+                                         bool use_sum, dnnl::post_ops& ops);
+int num_residuals(const OpDesc& desc);
+
+/// A memory object over caller data (re-pointed each run) or owned storage.
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
+
+/// Primitive state shared by the implementations: the primitive, its arguments (re-pointed
+/// each run), an owned scratchpad, and output types.
+class DnnlOp : public CpuOp {
+ public:
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  std::string describe() const override { return describe_; }
+
+ protected:
+  /// Points `memory` at `data` (no allocation).
+  static void point(dnnl::memory& memory, const void* data) {
+    memory.set_data_handle(const_cast<void*>(data));
+  }
+  /// Sets the user scratchpad from `pd` (allocated once here) into `args_`.
+  void hold_scratchpad(const dnnl::primitive_desc_base& pd);
+  /// Runs `primitive` with `args` on the stream and waits; converts oneDNN errors.
+  Status execute(const dnnl::primitive& primitive,
+                 const std::unordered_map<int, dnnl::memory>& args);
+  Status check_run_counts(runtime::Span<const runtime::Tensor*> inputs,
+                          runtime::Span<runtime::Tensor*> outputs) const;
+
+  std::string op_;
+  int num_threads_ = 0;
+  size_t num_inputs_ = 0;
+  std::vector<TensorDesc> outputs_;
+  std::string describe_;
+  dnnl::memory scratchpad_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// An op of one primitive whose arguments map to the op's inputs and its one output.
+class SimpleOp final : public DnnlOp {
+ public:
+  /// Takes `primitive` (built from `pd`) and the output type; holds the scratchpad.
+  SimpleOp(const OpDesc& desc, dnnl::primitive primitive, const dnnl::primitive_desc_base& pd,
+           std::vector<int64_t> output_sizes, const dnnl::memory::desc& dst_md);
+  /// Binds input `index` to the primitive argument `arg`: a copy of its constant value when
+  /// `desc` has one, else the run-time tensor.
+  void bind_input(const OpDesc& desc, size_t index, int arg, const dnnl::memory::desc& md);
+  runtime::Status run(runtime::Span<const runtime::Tensor*> inputs,
+                      runtime::Span<runtime::Tensor*> outputs) override;
+
+ private:
+  dnnl::primitive primitive_;
+  std::vector<std::pair<size_t, int>> bindings_;  ///< Run-time input index → argument.
+};
+
+/// The oneDNN implementation name of `pd` ("jit:avx512_core") and a memory format summary.
+std::string describe_pd(const dnnl::primitive_desc_base& pd);
+std::string format_of(const dnnl::memory::desc& md);
+
+/// The primitive attribute every op starts from: user-managed scratchpad.
+dnnl::primitive_attr base_attr();
+
+// The factories, one per file.
+Result<std::unique_ptr<CpuOp>> create_matmul(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_gemm(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_conv(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_layer_norm(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_batch_norm(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_unary(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_binary(const OpDesc& desc);
+
+}  // namespace kiln::engine::cpu::dnnl_impl

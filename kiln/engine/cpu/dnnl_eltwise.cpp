@@ -1,0 +1,124 @@
+// Element-wise unary ops (eltwise primitive over the flattened tensor) and Add/Mul with numpy
+// broadcasting (binary primitive; oneDNN broadcasts only its second source, so a commutative
+// op swaps its operands when the first one is the broadcast one).
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/kernels/broadcast.h>
+
+#include <limits>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+
+struct Eltwise {
+  algorithm alg = algorithm::eltwise_relu;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+Result<float> constant_scalar(const OpDesc& desc, size_t index, float absent) {
+  if (!input_present(desc, index)) return absent;
+  const runtime::Tensor* constant = input_constant(desc, index);
+  if (constant == nullptr || constant->numel() != 1) {
+    return error(desc, Error::NotSupported,
+                 "input " + std::to_string(index) + " is not a constant scalar");
+  }
+  return constant->data_ptr<float>()[0];
+}
+
+Result<Eltwise> eltwise_of(const OpDesc& desc) {
+  Attrs attrs(desc);
+  const std::string& op = desc.op;
+  if (op == "Relu") return Eltwise{algorithm::eltwise_relu};
+  if (op == "LeakyRelu") {
+    KILN_ASSIGN_OR_RETURN(double alpha, attrs.get_float("alpha", 0.01));
+    return Eltwise{algorithm::eltwise_relu, static_cast<float>(alpha)};
+  }
+  if (op == "Elu") {
+    KILN_ASSIGN_OR_RETURN(double alpha, attrs.get_float("alpha", 1.0));
+    return Eltwise{algorithm::eltwise_elu, static_cast<float>(alpha)};
+  }
+  if (op == "Sigmoid") return Eltwise{algorithm::eltwise_logistic};
+  if (op == "Tanh") return Eltwise{algorithm::eltwise_tanh};
+  if (op == "Exp") return Eltwise{algorithm::eltwise_exp};
+  if (op == "Log") return Eltwise{algorithm::eltwise_log};
+  if (op == "Abs") return Eltwise{algorithm::eltwise_abs};
+  if (op == "Sqrt") return Eltwise{algorithm::eltwise_sqrt};
+  if (op == "Neg") return Eltwise{algorithm::eltwise_linear, -1.0f, 0.0f};
+  if (op == "HardSwish") return Eltwise{algorithm::eltwise_hardswish};
+  if (op == "Softplus") return Eltwise{algorithm::eltwise_soft_relu};
+  if (op == "Gelu") {
+    KILN_ASSIGN_OR_RETURN(std::string approximate, attrs.get_string("approximate", "none"));
+    if (approximate == "none") return Eltwise{algorithm::eltwise_gelu_erf};
+    if (approximate == "tanh") return Eltwise{algorithm::eltwise_gelu_tanh};
+    return error(desc, Error::InvalidArgument,
+                 "attribute 'approximate' has value '" + approximate +
+                     "' (expected 'none' or 'tanh')");
+  }
+  // Clip: opset 11+ bounds as (constant) inputs 1 and 2, opset 6 as attributes.
+  float lowest = std::numeric_limits<float>::lowest();
+  float highest = std::numeric_limits<float>::max();
+  KILN_ASSIGN_OR_RETURN(double min_attr, attrs.get_float("min", lowest));
+  KILN_ASSIGN_OR_RETURN(double max_attr, attrs.get_float("max", highest));
+  KILN_ASSIGN_OR_RETURN(float min, constant_scalar(desc, 1, static_cast<float>(min_attr)));
+  KILN_ASSIGN_OR_RETURN(float max, constant_scalar(desc, 2, static_cast<float>(max_attr)));
+  return Eltwise{algorithm::eltwise_clip, min, max};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuOp>> create_unary(const OpDesc& desc) {
+  KILN_RETURN_IF_ERROR(check_inputs(desc, 1, desc.op == "Clip" ? 3 : 1));
+  if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(desc));
+  const std::vector<int64_t>& x = desc.inputs[0].sizes;
+  int64_t numel = 1;
+  for (int64_t size : x) numel *= size;
+  memory::desc md = plain_md(std::vector<int64_t>{numel});
+  dnnl::eltwise_forward::desc eltwise_desc(dnnl::prop_kind::forward_inference, eltwise.alg, md,
+                                           eltwise.alpha, eltwise.beta);
+  dnnl::eltwise_forward::primitive_desc pd(eltwise_desc, base_attr(), cpu_engine());
+  auto op = std::make_unique<SimpleOp>(desc, dnnl::eltwise_forward(pd), pd, x, md);
+  op->bind_input(desc, 0, DNNL_ARG_SRC, md);
+  return std::unique_ptr<CpuOp>(std::move(op));
+}
+
+Result<std::unique_ptr<CpuOp>> create_binary(const OpDesc& desc) {
+  KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 2));
+  if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  auto shape = kernels::broadcast_shape(desc.inputs[0].sizes, desc.inputs[1].sizes);
+  if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
+  size_t rank = std::max<size_t>(1, shape->size());
+  auto padded = [&](const std::vector<int64_t>& sizes) {
+    std::vector<int64_t> out(rank - sizes.size(), 1);
+    out.insert(out.end(), sizes.begin(), sizes.end());
+    return out;
+  };
+  std::vector<int64_t> dst = padded(*shape);
+  size_t first = 0;
+  if (padded(desc.inputs[0].sizes) != dst) {
+    if (padded(desc.inputs[1].sizes) != dst) {
+      return error(desc, Error::NotSupported,
+                   "both inputs broadcast (" + runtime::shape_to_string(desc.inputs[0].sizes) +
+                       " and " + runtime::shape_to_string(desc.inputs[1].sizes) +
+                       "); expected one of them to have the output's shape");
+    }
+    first = 1;  // Add and Mul commute.
+  }
+  memory::desc src0_md = plain_md(padded(desc.inputs[first].sizes));
+  memory::desc src1_md = plain_md(padded(desc.inputs[1 - first].sizes));
+  memory::desc dst_md = plain_md(dst);
+  auto alg = desc.op == "Add" ? algorithm::binary_add : algorithm::binary_mul;
+  dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, src0_md, src1_md, dst_md), base_attr(),
+                                  cpu_engine());
+  auto op = std::make_unique<SimpleOp>(desc, dnnl::binary(pd), pd, *shape, dst_md);
+  op->bind_input(desc, first, DNNL_ARG_SRC_0, src0_md);
+  op->bind_input(desc, 1 - first, DNNL_ARG_SRC_1, src1_md);
+  return std::unique_ptr<CpuOp>(std::move(op));
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl

@@ -1,0 +1,534 @@
+// The oneDNN op implementations against the reference kernels (kiln/kernels) on seeded random
+// data over each op's options. Every op runs with num_threads = 1.
+
+#include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/kernels/kernels.h>
+#include <kiln/kernels/test/tensor_helpers.h>
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using kernels::test_helpers::OwnedTensor;
+using kernels::test_helpers::random_values;
+using runtime::Error;
+using runtime::ScalarType;
+using runtime::Tensor;
+
+OwnedTensor random_tensor(std::vector<int64_t> sizes, uint32_t seed, double lo = -1.0,
+                          double hi = 1.0) {
+  int64_t numel = kernels::test_helpers::numel_of(sizes);
+  return OwnedTensor::of(std::move(sizes),
+                         random_values<float>(static_cast<size_t>(numel), seed, lo, hi));
+}
+
+OwnedTensor zeros(std::vector<int64_t> sizes) {
+  return OwnedTensor::zeros(ScalarType::Float32, std::move(sizes));
+}
+
+void expect_near(const OwnedTensor& actual, const OwnedTensor& expected) {
+  std::vector<float> a = actual.values<float>(), e = expected.values<float>();
+  ASSERT_EQ(a.size(), e.size());
+  int failures = 0;
+  for (size_t i = 0; i < a.size() && failures < 5; ++i) {
+    double tolerance = 1e-5 + 1e-4 * std::fabs(e[i]);
+    if (!(std::fabs(a[i] - e[i]) <= tolerance)) {
+      ADD_FAILURE() << "element " << i << ": " << a[i] << " (expected " << e[i] << ")";
+      ++failures;
+    }
+  }
+}
+
+/// An op description with every input present, `constant_inputs` marked constant.
+struct Case {
+  OpDesc desc;
+  std::vector<OwnedTensor> inputs;
+
+  Case(std::string op, std::vector<ir::Attribute> attributes) {
+    desc.op = std::move(op);
+    desc.attributes = std::move(attributes);
+    desc.num_threads = 1;
+  }
+  void add(OwnedTensor tensor, bool constant) {
+    const Tensor& t = tensor.tensor();
+    desc.inputs.push_back(TensorDesc{t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
+    inputs.push_back(std::move(tensor));
+    constant_flags.push_back(constant);
+  }
+  /// Creates the op and runs it; returns the output.
+  OwnedTensor run() {
+    desc.constants.clear();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      desc.constants.push_back(constant_flags[i] ? &inputs[i].tensor() : nullptr);
+    }
+    auto op = CpuOp::create(desc);
+    EXPECT_TRUE(op.ok()) << op.status();
+    if (!op.ok()) return zeros({0});
+    OwnedTensor out = zeros((*op)->outputs()[0].sizes);
+    std::vector<const Tensor*> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      // Constant inputs are packed at creation: the run must not read them.
+      in.push_back(constant_flags[i] ? nullptr : &inputs[i].tensor());
+    }
+    Tensor* out_ptr = &out.tensor();
+    // Twice: the second run reuses every buffer of the first.
+    for (int i = 0; i < 2; ++i) {
+      runtime::Status status = (*op)->run(in, runtime::Span<Tensor*>(&out_ptr, 1));
+      EXPECT_TRUE(status.ok()) << status;
+    }
+    description = (*op)->describe();
+    return out;
+  }
+  std::vector<bool> constant_flags;
+  std::string description;
+};
+
+ir::Attribute ints(std::string name, std::vector<int64_t> values) {
+  return ir::Attribute{std::move(name), std::move(values)};
+}
+ir::Attribute int_attr(std::string name, int64_t value) { return ir::Attribute{std::move(name), value}; }
+ir::Attribute float_attr(std::string name, double value) { return ir::Attribute{std::move(name), value}; }
+
+/// Applies post-ops to `out` in place, reading residuals from `residuals` in order.
+void apply_post_ops(const std::vector<PostOp>& post_ops, const std::vector<const OwnedTensor*>& residuals,
+                    OwnedTensor& out) {
+  float* y = out.tensor().mutable_data_ptr<float>();
+  size_t next = 0;
+  for (const PostOp& p : post_ops) {
+    const float* r = p.kind == PostOpKind::AddResidual ? residuals[next++]->tensor().data_ptr<float>() : nullptr;
+    for (int64_t i = 0; i < out.tensor().numel(); ++i) {
+      double v = y[i];
+      switch (p.kind) {
+        case PostOpKind::Relu: v = std::max(v, 0.0); break;
+        case PostOpKind::Clip: v = std::min(std::max(v, double{p.alpha}), double{p.beta}); break;
+        case PostOpKind::Sigmoid: v = 1.0 / (1.0 + std::exp(-v)); break;
+        case PostOpKind::Tanh: v = std::tanh(v); break;
+        case PostOpKind::Gelu: v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
+        case PostOpKind::AddResidual: v += r[i]; break;
+      }
+      y[i] = static_cast<float>(v);
+    }
+  }
+}
+
+std::string post_ops_name(const std::vector<PostOp>& post_ops) {
+  std::string name;
+  for (const PostOp& p : post_ops) name += "+" + std::to_string(static_cast<int>(p.kind));
+  return name;
+}
+
+// ---- MatMul, Gemm ----------------------------------------------------------------------------
+
+TEST(DnnlMatMul, MatchesReferenceOverShapesBiasAndPostOps) {
+  struct Shapes { std::vector<int64_t> a, b; };
+  const std::vector<Shapes> shapes = {{{4, 8}, {8, 5}},       {{1, 64}, {64, 33}},
+                                      {{3, 4, 8}, {8, 5}},    {{2, 1, 4, 8}, {3, 8, 5}},
+                                      {{3, 4, 8}, {3, 8, 5}}, {{8}, {8, 5}}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {}, {{PostOpKind::Relu}}, {{PostOpKind::Gelu}}, {{PostOpKind::Sigmoid}},
+      {{PostOpKind::Tanh}}, {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
+  uint32_t seed = 1;
+  for (const Shapes& s : shapes) {
+    for (bool constant_b : {true, false}) {
+      for (bool bias : {false, true}) {
+        for (const auto& post_ops : post_op_sets) {
+          SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b) +
+                       (constant_b ? " const B" : "") + (bias ? " bias" : "") +
+                       post_ops_name(post_ops));
+          Case c("MatMul", {});
+          c.add(random_tensor(s.a, seed++), false);
+          c.add(random_tensor(s.b, seed++), constant_b);
+          int64_t n = s.b.back();
+          if (bias) c.add(random_tensor({n}, seed++), true);
+          auto out_shape = kernels::matmul_shape(s.a, s.b);
+          ASSERT_TRUE(out_shape.ok());
+          OwnedTensor expected = zeros(*out_shape);
+          ASSERT_TRUE(kernels::matmul(c.inputs[0].tensor(), c.inputs[1].tensor(), expected.tensor()).ok());
+          if (bias) {
+            float* y = expected.tensor().mutable_data_ptr<float>();
+            const float* b = c.inputs[2].tensor().data_ptr<float>();
+            for (int64_t i = 0; i < expected.tensor().numel(); ++i) y[i] += b[i % n];
+          }
+          std::vector<const OwnedTensor*> residuals;
+          OwnedTensor residual = random_tensor(*out_shape, seed++);
+          if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
+            c.add(std::move(residual), false);
+            residuals.push_back(&c.inputs.back());
+          }
+          apply_post_ops(post_ops, residuals, expected);
+          c.desc.post_ops = post_ops;
+          expect_near(c.run(), expected);
+        }
+      }
+    }
+  }
+}
+
+TEST(DnnlGemm, MatchesReferenceOverTransposesAlphaBetaAndC) {
+  const int64_t m = 6, k = 10, n = 7;
+  const std::vector<std::vector<int64_t>> c_shapes = {{}, {n}, {1, n}, {m, 1}, {m, n}, {1}};
+  uint32_t seed = 100;
+  for (int64_t trans_a : {0, 1}) {
+    for (int64_t trans_b : {0, 1}) {
+      for (double alpha : {1.0, 0.5}) {
+        for (double beta : {1.0, 2.0, 0.0}) {
+          for (const auto& c_shape : c_shapes) {
+            for (bool constant_c : {true, false}) {
+              SCOPED_TRACE("transA " + std::to_string(trans_a) + " transB " +
+                           std::to_string(trans_b) + " alpha " + std::to_string(alpha) +
+                           " beta " + std::to_string(beta) + " C " +
+                           runtime::shape_to_string(c_shape) + (constant_c ? " const" : ""));
+              Case c("Gemm", {int_attr("transA", trans_a), int_attr("transB", trans_b),
+                              float_attr("alpha", alpha), float_attr("beta", beta)});
+              c.add(random_tensor(trans_a ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, seed++), false);
+              c.add(random_tensor(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, seed++), true);
+              if (!c_shape.empty()) c.add(random_tensor(c_shape, seed++), constant_c);
+              OwnedTensor expected = zeros({m, n});
+              ASSERT_TRUE(kernels::gemm(c.inputs[0].tensor(), c.inputs[1].tensor(),
+                                        c_shape.empty() ? nullptr : &c.inputs[2].tensor(),
+                                        expected.tensor(),
+                                        kernels::GemmOptions{alpha, beta, trans_a != 0, trans_b != 0})
+                              .ok());
+              expect_near(c.run(), expected);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- Conv ------------------------------------------------------------------------------------
+
+struct ConvParams {
+  int64_t n, c, m, h, w, kh, kw, stride, dilation, pad, group;
+};
+
+std::string conv_name(const ConvParams& p) {
+  return "N" + std::to_string(p.n) + " C" + std::to_string(p.c) + " M" + std::to_string(p.m) +
+         " " + std::to_string(p.h) + "x" + std::to_string(p.w) + " k" + std::to_string(p.kh) +
+         "x" + std::to_string(p.kw) + " s" + std::to_string(p.stride) + " d" +
+         std::to_string(p.dilation) + " p" + std::to_string(p.pad) + " g" +
+         std::to_string(p.group);
+}
+
+TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
+  const std::vector<ConvParams> params = {
+      {1, 3, 8, 9, 9, 3, 3, 1, 1, 1, 1},    {2, 16, 16, 8, 8, 3, 3, 1, 1, 1, 1},
+      {1, 16, 32, 10, 7, 3, 3, 2, 1, 1, 1}, {1, 8, 8, 9, 9, 3, 3, 1, 2, 2, 1},
+      {1, 32, 32, 8, 8, 3, 3, 1, 1, 1, 32}, {1, 32, 32, 9, 9, 3, 3, 2, 1, 1, 32},
+      {1, 16, 32, 6, 6, 3, 3, 1, 1, 0, 4},  {1, 16, 24, 7, 7, 1, 1, 1, 1, 0, 1},
+      {1, 4, 6, 7, 8, 2, 3, 2, 1, 0, 2}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {}, {{PostOpKind::Relu}}, {{PostOpKind::Clip, 0.0f, 6.0f}}, {{PostOpKind::Sigmoid}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
+  uint32_t seed = 200;
+  for (const ConvParams& p : params) {
+    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
+      for (bool bias : {true, false}) {
+        for (const auto& post_ops : post_op_sets) {
+          SCOPED_TRACE(conv_name(p) + (layout == ActivationLayout::Plain ? " plain" : " preferred") +
+                       (bias ? " bias" : "") + post_ops_name(post_ops));
+          std::vector<ir::Attribute> attributes = {
+              ints("strides", {p.stride, p.stride}), ints("dilations", {p.dilation, p.dilation}),
+              ints("pads", {p.pad, p.pad, p.pad, p.pad}), int_attr("group", p.group)};
+          Case c("Conv", attributes);
+          c.desc.activation_layout = layout;
+          c.add(random_tensor({p.n, p.c, p.h, p.w}, seed++), false);
+          c.add(random_tensor({p.m, p.c / p.group, p.kh, p.kw}, seed++, -0.5, 0.5), true);
+          if (bias) c.add(random_tensor({p.m}, seed++), true);
+          kernels::ConvOptions options;
+          options.strides = {p.stride, p.stride};
+          options.dilations = {p.dilation, p.dilation};
+          options.pads = {p.pad, p.pad, p.pad, p.pad};
+          options.group = p.group;
+          auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
+          ASSERT_TRUE(shape.ok()) << shape.status();
+          OwnedTensor expected = zeros(*shape);
+          ASSERT_TRUE(kernels::conv(c.inputs[0].tensor(), c.inputs[1].tensor(),
+                                    bias ? &c.inputs[2].tensor() : nullptr, options,
+                                    expected.tensor())
+                          .ok());
+          std::vector<const OwnedTensor*> residuals;
+          if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
+            c.add(random_tensor(*shape, seed++), false);
+            residuals.push_back(&c.inputs.back());
+          }
+          apply_post_ops(post_ops, residuals, expected);
+          c.desc.post_ops = post_ops;
+          expect_near(c.run(), expected);
+        }
+      }
+    }
+  }
+}
+
+TEST(DnnlConv, AutoPadSameMatchesReference) {
+  for (std::string auto_pad : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    SCOPED_TRACE(auto_pad);
+    Case c("Conv", {ir::Attribute{"auto_pad", auto_pad}, ints("strides", {2, 2})});
+    c.add(random_tensor({1, 4, 8, 7}, 300), false);
+    c.add(random_tensor({5, 4, 3, 3}, 301), true);
+    kernels::ConvOptions options;
+    options.strides = {2, 2};
+    options.auto_pad = *kernels::parse_auto_pad("Conv", auto_pad);
+    auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
+    ASSERT_TRUE(shape.ok());
+    OwnedTensor expected = zeros(*shape);
+    ASSERT_TRUE(kernels::conv(c.inputs[0].tensor(), c.inputs[1].tensor(), nullptr, options,
+                              expected.tensor()).ok());
+    expect_near(c.run(), expected);
+  }
+}
+
+TEST(DnnlConv, PreferredLayoutIsReported) {
+  Case c("Conv", {ints("pads", {1, 1, 1, 1})});
+  c.add(random_tensor({1, 64, 14, 14}, 400), false);
+  c.add(random_tensor({64, 64, 3, 3}, 401), true);
+  c.run();
+  EXPECT_NE(c.description.find("src:"), std::string::npos) << c.description;
+  std::cout << "Conv 64x14x14 3x3: " << c.description << "\n";
+}
+
+// ---- Pooling ---------------------------------------------------------------------------------
+
+TEST(DnnlPool, MatchesReferenceOverWindowsPadsAndModes) {
+  struct PoolParams { int64_t k, stride, pad, dilation, ceil, include_pad; };
+  const std::vector<PoolParams> params = {{2, 2, 0, 1, 0, 0}, {3, 2, 1, 1, 0, 0}, {3, 2, 1, 1, 0, 1},
+                                          {3, 1, 1, 1, 0, 1}, {3, 2, 0, 1, 1, 0}, {2, 1, 0, 2, 0, 0},
+                                          {3, 3, 1, 1, 1, 0}};
+  uint32_t seed = 500;
+  for (std::string op : {"MaxPool", "AveragePool"}) {
+    for (const PoolParams& p : params) {
+      if (op == "AveragePool" && p.dilation != 1) continue;  // AveragePool-19 only.
+      SCOPED_TRACE(op + " k" + std::to_string(p.k) + " s" + std::to_string(p.stride) + " p" +
+                   std::to_string(p.pad) + " d" + std::to_string(p.dilation) + " ceil" +
+                   std::to_string(p.ceil) + " include_pad" + std::to_string(p.include_pad));
+      std::vector<ir::Attribute> attributes = {
+          ints("kernel_shape", {p.k, p.k}), ints("strides", {p.stride, p.stride}),
+          ints("pads", {p.pad, p.pad, p.pad, p.pad}), int_attr("ceil_mode", p.ceil)};
+      if (op == "MaxPool") attributes.push_back(ints("dilations", {p.dilation, p.dilation}));
+      if (op == "AveragePool") attributes.push_back(int_attr("count_include_pad", p.include_pad));
+      Case c(op, attributes);
+      c.add(random_tensor({2, 5, 11, 10}, seed++), false);
+      kernels::PoolOptions options;
+      options.kernel_shape = {p.k, p.k};
+      options.strides = {p.stride, p.stride};
+      options.pads = {p.pad, p.pad, p.pad, p.pad};
+      if (op == "MaxPool") options.dilations = {p.dilation, p.dilation};
+      options.ceil_mode = p.ceil != 0;
+      options.count_include_pad = op == "AveragePool" && p.include_pad != 0;
+      auto shape = kernels::pool_shape(c.desc.inputs[0].sizes, options);
+      ASSERT_TRUE(shape.ok());
+      OwnedTensor expected = zeros(*shape);
+      ASSERT_TRUE((op == "MaxPool" ? kernels::max_pool(c.inputs[0].tensor(), options, expected.tensor(), nullptr)
+                                   : kernels::average_pool(c.inputs[0].tensor(), options, expected.tensor()))
+                      .ok());
+      expect_near(c.run(), expected);
+    }
+  }
+}
+
+TEST(DnnlPool, GlobalAveragePoolMatchesReference) {
+  Case c("GlobalAveragePool", {});
+  c.add(random_tensor({2, 7, 9, 5}, 600), false);
+  OwnedTensor expected = zeros({2, 7, 1, 1});
+  ASSERT_TRUE(kernels::global_average_pool(c.inputs[0].tensor(), expected.tensor()).ok());
+  expect_near(c.run(), expected);
+}
+
+// ---- Softmax, normalizations -----------------------------------------------------------------
+
+TEST(DnnlSoftmax, MatchesReferenceOverAxes) {
+  uint32_t seed = 700;
+  for (std::string op : {"Softmax", "LogSoftmax"}) {
+    for (int64_t axis : {-1, 0, 1, 2}) {
+      SCOPED_TRACE(op + " axis " + std::to_string(axis));
+      Case c(op, {int_attr("axis", axis)});
+      c.add(random_tensor({3, 5, 17}, seed++, -4.0, 4.0), false);
+      OwnedTensor expected = zeros({3, 5, 17});
+      ASSERT_TRUE((op == "Softmax" ? kernels::softmax(c.inputs[0].tensor(), axis, expected.tensor())
+                                   : kernels::log_softmax(c.inputs[0].tensor(), axis, expected.tensor()))
+                      .ok());
+      expect_near(c.run(), expected);
+    }
+  }
+}
+
+TEST(DnnlLayerNorm, MatchesReferenceOverAxesAndBias) {
+  uint32_t seed = 800;
+  const std::vector<int64_t> x = {2, 3, 4, 24};
+  for (int64_t axis : {-1, 2, 1}) {
+    for (bool bias : {true, false}) {
+      for (bool constant : {true, false}) {
+        SCOPED_TRACE("axis " + std::to_string(axis) + (bias ? " bias" : "") + (constant ? " const" : ""));
+        Case c("LayerNormalization", {int_attr("axis", axis), float_attr("epsilon", 1e-3)});
+        c.add(random_tensor(x, seed++, -3.0, 3.0), false);
+        std::vector<int64_t> params(x.begin() + (axis < 0 ? axis + 4 : axis), x.end());
+        c.add(random_tensor(params, seed++), constant);
+        if (bias) c.add(random_tensor(params, seed++), constant);
+        OwnedTensor expected = zeros(x);
+        kernels::LayerNormOptions options{axis, 1e-3};
+        ASSERT_TRUE(kernels::layer_norm(c.inputs[0].tensor(), c.inputs[1].tensor(),
+                                        bias ? &c.inputs[2].tensor() : nullptr, options,
+                                        expected.tensor(), nullptr, nullptr).ok());
+        expect_near(c.run(), expected);
+      }
+    }
+  }
+}
+
+TEST(DnnlBatchNorm, MatchesReferenceForInference) {
+  uint32_t seed = 900;
+  for (const std::vector<int64_t>& x : {std::vector<int64_t>{2, 6, 5, 7}, std::vector<int64_t>{3, 6}}) {
+    SCOPED_TRACE(runtime::shape_to_string(x));
+    Case c("BatchNormalization", {float_attr("epsilon", 1e-4)});
+    c.add(random_tensor(x, seed++, -2.0, 2.0), false);
+    for (int i = 0; i < 3; ++i) c.add(random_tensor({6}, seed++), true);
+    c.add(random_tensor({6}, seed++, 0.1, 2.0), true);  // variance
+    OwnedTensor expected = zeros(x);
+    kernels::BatchNormOptions options;
+    options.epsilon = 1e-4;
+    ASSERT_TRUE(kernels::batch_norm(c.inputs[0].tensor(), c.inputs[1].tensor(), c.inputs[2].tensor(),
+                                    c.inputs[3].tensor(), c.inputs[4].tensor(), options,
+                                    expected.tensor(), nullptr, nullptr).ok());
+    expect_near(c.run(), expected);
+  }
+}
+
+// ---- Element-wise ----------------------------------------------------------------------------
+
+TEST(DnnlUnary, MatchesReference) {
+  using Reference = std::function<runtime::Status(const Tensor&, Tensor&)>;
+  const std::vector<std::pair<std::string, Reference>> ops = {
+      {"Relu", [](const Tensor& x, Tensor& y) { return kernels::relu(x, y); }},
+      {"Sigmoid", [](const Tensor& x, Tensor& y) { return kernels::sigmoid(x, y); }},
+      {"Tanh", [](const Tensor& x, Tensor& y) { return kernels::tanh(x, y); }},
+      {"Exp", [](const Tensor& x, Tensor& y) { return kernels::exp(x, y); }},
+      {"Abs", [](const Tensor& x, Tensor& y) { return kernels::abs(x, y); }},
+      {"Neg", [](const Tensor& x, Tensor& y) { return kernels::neg(x, y); }},
+      {"Gelu", [](const Tensor& x, Tensor& y) {
+         return kernels::gelu(x, kernels::GeluApproximation::None, y); }},
+  };
+  uint32_t seed = 1000;
+  for (const auto& [op, reference] : ops) {
+    SCOPED_TRACE(op);
+    Case c(op, {});
+    c.add(random_tensor({3, 7, 11}, seed++, -3.0, 3.0), false);
+    OwnedTensor expected = zeros({3, 7, 11});
+    ASSERT_TRUE(reference(c.inputs[0].tensor(), expected.tensor()).ok());
+    expect_near(c.run(), expected);
+  }
+}
+
+TEST(DnnlUnary, ClipTakesBoundsFromConstantInputsOrAttributes) {
+  Case inputs("Clip", {});
+  inputs.add(random_tensor({40}, 1100, -3.0, 3.0), false);
+  inputs.add(OwnedTensor::of<float>({}, {-0.5f}), true);
+  inputs.add(OwnedTensor::of<float>({}, {1.5f}), true);
+  OwnedTensor expected = zeros({40});
+  ASSERT_TRUE(kernels::clip(inputs.inputs[0].tensor(), &inputs.inputs[1].tensor(),
+                            &inputs.inputs[2].tensor(), expected.tensor()).ok());
+  expect_near(inputs.run(), expected);
+
+  Case attributes("Clip", {float_attr("min", -0.5), float_attr("max", 1.5)});
+  attributes.add(random_tensor({40}, 1100, -3.0, 3.0), false);
+  expect_near(attributes.run(), expected);
+}
+
+TEST(DnnlBinary, MatchesReferenceWithBroadcast) {
+  struct Shapes { std::vector<int64_t> a, b; };
+  const std::vector<Shapes> shapes = {{{4, 5}, {4, 5}}, {{2, 3, 4}, {4}}, {{4}, {2, 3, 4}},
+                                      {{2, 3, 4}, {3, 1}}, {{1, 3, 1}, {2, 3, 4}}, {{2, 3}, {}}};
+  uint32_t seed = 1200;
+  for (std::string op : {"Add", "Mul"}) {
+    for (const Shapes& s : shapes) {
+      for (bool constant_b : {false, true}) {
+        SCOPED_TRACE(op + " " + runtime::shape_to_string(s.a) + " " + runtime::shape_to_string(s.b));
+        Case c(op, {});
+        c.add(random_tensor(s.a, seed++), false);
+        c.add(random_tensor(s.b, seed++), constant_b);
+        auto shape = kernels::broadcast_shape(s.a, s.b);
+        ASSERT_TRUE(shape.ok());
+        OwnedTensor expected = zeros(*shape);
+        ASSERT_TRUE((op == "Add" ? kernels::add(c.inputs[0].tensor(), c.inputs[1].tensor(), expected.tensor())
+                                 : kernels::mul(c.inputs[0].tensor(), c.inputs[1].tensor(), expected.tensor()))
+                        .ok());
+        expect_near(c.run(), expected);
+      }
+    }
+  }
+}
+
+// ---- Errors ----------------------------------------------------------------------------------
+
+TEST(DnnlErrors, UnsupportedRequestsNameTheCulprit) {
+  Case unknown("Einsum", {});
+  unknown.add(random_tensor({2}, 1), false);
+  auto op = CpuOp::create(unknown.desc);
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error(), Error::NotSupported);
+  EXPECT_NE(op.status().message().find("'Einsum'"), std::string::npos);
+
+  Case conv("Conv", {});
+  conv.add(random_tensor({1, 2, 4, 4}, 2), false);
+  conv.add(random_tensor({2, 2, 3, 3}, 3), false);
+  conv.desc.constants = {nullptr, nullptr};
+  op = CpuOp::create(conv.desc);
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error(), Error::NotSupported);
+  EXPECT_NE(op.status().message().find("input 1 (W) is not constant"), std::string::npos);
+
+  Case both("Add", {});
+  both.add(random_tensor({3, 1}, 4), false);
+  both.add(random_tensor({1, 4}, 5), false);
+  op = CpuOp::create(both.desc);
+  ASSERT_FALSE(op.ok());
+  EXPECT_NE(op.status().message().find("both inputs broadcast"), std::string::npos);
+
+  Case f64("Relu", {});
+  f64.desc.inputs = {TensorDesc{ScalarType::Float64, {4}}};
+  op = CpuOp::create(f64.desc);
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error(), Error::NotSupported);
+  EXPECT_NE(op.status().message().find("expected f32"), std::string::npos);
+}
+
+// ---- Threads ---------------------------------------------------------------------------------
+
+size_t count_threads() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++count;
+  return count;
+}
+
+// OpenMP starts its worker threads at the first parallel region with more than one thread and
+// keeps them; every other test here runs with num_threads = 1, so none exist yet unless oneDNN
+// ignored that setting.
+TEST(DnnlThreads, OneThreadStartsNoWorkersAndRestoresTheCallersSetting) {
+  omp_set_num_threads(4);
+  size_t before = count_threads();
+  Case c("Conv", {ints("pads", {1, 1, 1, 1})});
+  c.add(random_tensor({1, 32, 28, 28}, 1300), false);
+  c.add(random_tensor({32, 32, 3, 3}, 1301), true);
+  c.run();
+  EXPECT_EQ(count_threads(), before);
+  EXPECT_EQ(omp_get_max_threads(), 4);
+
+  // The check can fail: with 3 threads OpenMP starts workers.
+  c.desc.num_threads = 3;
+  c.run();
+  EXPECT_GE(count_threads(), before + 2);
+  EXPECT_EQ(omp_get_max_threads(), 4);
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
