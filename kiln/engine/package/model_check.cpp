@@ -23,9 +23,8 @@ class ModelChecker {
       const ir::Weight& w = model_.weights[i];
       std::string where = "weight " + std::to_string(i) + " '" + w.name + "'";
       if (!runtime::is_valid_scalar_type(static_cast<int>(w.dtype))) {
-        return fail(where, "dtype " + std::to_string(static_cast<int>(w.dtype)) +
-                               " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) +
-                               ")");
+        return fail(where, "dtype " + std::to_string(static_cast<int>(w.dtype)) + " (expected 0.." +
+                               std::to_string(runtime::kNumScalarTypes - 1) + ")");
       }
       if (!weight_byte_count(w.dtype, w.sizes)) {
         return fail(where, "sizes have a negative size or more than 2^64 bytes");
@@ -46,8 +45,8 @@ class ModelChecker {
     return Status(code_, action_ + ": " + where + ": " + problem);
   }
 
-  Status check_index(const std::string& where, const std::string& what, int64_t index,
-                     size_t count, bool allow_absent) const {
+  Status check_index(const std::string& where, const std::string& what, int64_t index, size_t count,
+                     bool allow_absent) const {
     if ((allow_absent && index == -1) || (index >= 0 && static_cast<size_t>(index) < count)) {
       return Status();
     }
@@ -58,8 +57,7 @@ class ModelChecker {
   Status check_value(const std::string& where, const ir::Value& v) const {
     if (!runtime::is_valid_scalar_type(static_cast<int>(v.type.dtype))) {
       return fail(where, "dtype " + std::to_string(static_cast<int>(v.type.dtype)) +
-                             " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) +
-                             ")");
+                             " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) + ")");
     }
     if (!v.type.rank_known && !v.type.shape.empty()) {
       return fail(where, "has unknown rank but " + std::to_string(v.type.shape.size()) +
@@ -89,12 +87,12 @@ class ModelChecker {
   Status check_node(const std::string& function, const ir::Node& node, size_t num_values) const {
     std::string where = function + " node '" + node.name + "' (" + node.op + ")";
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(check_index(where, "input " + std::to_string(i), node.inputs[i],
-                                       num_values, true));
+      KILN_RETURN_IF_ERROR(
+          check_index(where, "input " + std::to_string(i), node.inputs[i], num_values, true));
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(check_index(where, "output " + std::to_string(i), node.outputs[i],
-                                       num_values, false));
+      KILN_RETURN_IF_ERROR(
+          check_index(where, "output " + std::to_string(i), node.outputs[i], num_values, false));
     }
     for (const ir::Attribute& a : node.attributes) {
       if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
@@ -119,9 +117,8 @@ class ModelChecker {
   Status check_function(const ir::Graph& f) const {
     std::string where = "function '" + f.name + "'";
     for (size_t i = 0; i < f.values.size(); ++i) {
-      KILN_RETURN_IF_ERROR(
-          check_value(where + " value " + std::to_string(i) + " '" + f.values[i].name + "'",
-                      f.values[i]));
+      KILN_RETURN_IF_ERROR(check_value(
+          where + " value " + std::to_string(i) + " '" + f.values[i].name + "'", f.values[i]));
     }
     for (const ir::Node& node : f.nodes) {
       KILN_RETURN_IF_ERROR(check_node(where, node, f.values.size()));
@@ -131,8 +128,8 @@ class ModelChecker {
           check_index(where, "input " + std::to_string(i), f.inputs[i], f.values.size(), false));
     }
     for (size_t i = 0; i < f.outputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(check_index(where, "output " + std::to_string(i), f.outputs[i],
-                                       f.values.size(), false));
+      KILN_RETURN_IF_ERROR(
+          check_index(where, "output " + std::to_string(i), f.outputs[i], f.values.size(), false));
     }
     return Status();
   }

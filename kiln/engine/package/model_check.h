@@ -15,8 +15,7 @@ namespace kiln::engine::package {
 /// count that fits in 64 bits, a weight-backed value agreeing with its weight's dtype and sizes,
 /// an unknown rank without dims, and unique function names. Weight bytes are not checked here.
 /// Errors: `code` with a message that starts with `action` and names the culprit.
-runtime::Status check_model(const ir::Model& model, runtime::Error code,
-                            const std::string& action);
+runtime::Status check_model(const ir::Model& model, runtime::Error code, const std::string& action);
 
 /// The byte count of `numel(sizes) * element_size(dtype)`, or empty when a size is negative or
 /// the count overflows 64 bits. `dtype` must be valid.

@@ -39,8 +39,7 @@ runtime::Result<std::vector<uint8_t>> write_package(const ir::Model& model);
 
 /// The content hash of the package `write_package(model)` would write: XXH3-64 over its
 /// flatbuffer and weight segment, so it changes when any weight byte, attribute, dim, name or
-/// index changes and not otherwise. Does not materialize the package. Errors: as
-/// `write_package`.
+/// index changes and not otherwise. Costs one `write_package`. Errors: as `write_package`.
 runtime::Result<uint64_t> package_hash(const ir::Model& model);
 
 /// A verified package, read without copying weights: the functions and weight table are

@@ -39,8 +39,7 @@ std::vector<const T*> list(const fb::Vector<fb::Offset<T>>* v) {
 // The verifier checks the alignment of a vector's length, not of 8-byte elements.
 template <typename T>
 bool aligned(const fb::Vector<T>* v) {
-  return v == nullptr || v->size() == 0 ||
-         reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
+  return v == nullptr || v->size() == 0 || reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
 }
 
 bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
@@ -70,8 +69,8 @@ Result<PackageHeader> decode_header(runtime::Span<const uint8_t> bytes) {
   }
   for (size_t at = format::kReservedAt; at < kPackageHeaderSize; ++at) {
     if (p[at] != 0) {
-      return invalid(where, "reserved byte " + std::to_string(at) + " is " +
-                                std::to_string(p[at]) + " (expected 0)");
+      return invalid(where, "reserved byte " + std::to_string(at) + " is " + std::to_string(p[at]) +
+                                " (expected 0)");
     }
   }
   if (h.flatbuffer_offset != kPackageHeaderSize) {
@@ -195,7 +194,8 @@ class Decoder {
       }
       case s::DimAtom::Anonymous: {
         auto it = anonymous_.find(t->anonymous());
-        if (it == anonymous_.end()) it = anonymous_.emplace(t->anonymous(), ir::Dim::symbol("")).first;
+        if (it == anonymous_.end())
+          it = anonymous_.emplace(t->anonymous(), ir::Dim::symbol("")).first;
         return it->second;
       }
       case s::DimAtom::Product:
@@ -219,8 +219,8 @@ class Decoder {
         return product ? left * right : left / right;
       }
     }
-    return invalid(where, "dim term kind " + std::to_string(static_cast<int>(t->atom())) +
-                              " (expected 0..3)");
+    return invalid(
+        where, "dim term kind " + std::to_string(static_cast<int>(t->atom())) + " (expected 0..3)");
   }
 
   Result<ir::Attribute> attribute(const std::string& where, const s::Attribute* a) {

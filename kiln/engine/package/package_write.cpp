@@ -151,11 +151,11 @@ runtime::Result<std::vector<uint8_t>> write_package(const ir::Model& model) {
     const ir::Weight& w = model.weights[i];
     uint64_t expected = *weight_byte_count(w.dtype, w.sizes);
     if (w.data.size() != expected) {
-      return runtime::Status(
-          runtime::Error::InvalidArgument,
-          "write package: weight " + std::to_string(i) + " '" + w.name + "': has " +
-              std::to_string(w.data.size()) + " bytes (expected " + std::to_string(expected) +
-              " for " + std::string(runtime::to_string(w.dtype)) + " sizes)");
+      return runtime::Status(runtime::Error::InvalidArgument,
+                             "write package: weight " + std::to_string(i) + " '" + w.name +
+                                 "': has " + std::to_string(w.data.size()) + " bytes (expected " +
+                                 std::to_string(expected) + " for " +
+                                 std::string(runtime::to_string(w.dtype)) + " sizes)");
     }
     offsets.push_back(segment_end);
     segment_end = format::align_up(segment_end + w.data.size(), kPackageWeightAlignment);

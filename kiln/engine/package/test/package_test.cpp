@@ -277,7 +277,9 @@ TEST(ModelPackage, RejectsBadHeaderFields) {
 
 TEST(ModelPackage, RejectsOutOfRangeFieldsNamingThem) {
   expect_mutation_rejected(
-      [](s::Package* p) { return p->mutable_weights()->GetMutableObject(1)->mutate_offset(1u << 30); },
+      [](s::Package* p) {
+        return p->mutable_weights()->GetMutableObject(1)->mutate_offset(1u << 30);
+      },
       "end past the weight segment");
   expect_mutation_rejected(
       [](s::Package* p) { return p->mutable_weights()->GetMutableObject(1)->mutate_offset(136); },
@@ -289,30 +291,44 @@ TEST(ModelPackage, RejectsOutOfRangeFieldsNamingThem) {
       [](s::Package* p) { return p->mutable_weights()->GetMutableObject(1)->mutate_dtype(42); },
       "weight 1 'table': dtype 42");
   expect_mutation_rejected(
-      [](s::Package* p) { return p->mutable_weights()->GetMutableObject(0)->mutate_content_hash(7); },
+      [](s::Package* p) {
+        return p->mutable_weights()->GetMutableObject(0)->mutate_content_hash(7);
+      },
       "content hash 7 does not match its bytes");
-  expect_mutation_rejected(
-      [](s::Package* p) { return p->mutate_format_version(9); }, "format version 9");
+  expect_mutation_rejected([](s::Package* p) { return p->mutate_format_version(9); },
+                           "format version 9");
   auto prefill = [](s::Package* p) { return p->mutable_functions()->GetMutableObject(0); };
   auto decode = [](s::Package* p) { return p->mutable_functions()->GetMutableObject(1); };
   expect_mutation_rejected(
-      [&](s::Package* p) { prefill(p)->mutable_nodes()->GetMutableObject(0)->mutable_inputs()->Mutate(1, 99);
-        return true; },
+      [&](s::Package* p) {
+        prefill(p)->mutable_nodes()->GetMutableObject(0)->mutable_inputs()->Mutate(1, 99);
+        return true;
+      },
       "node 'mm' (MatMul): input 1 is 99 (expected -1 or 0..4)");
   expect_mutation_rejected(
-      [&](s::Package* p) { prefill(p)->mutable_nodes()->GetMutableObject(0)->mutable_outputs()->Mutate(0, -1);
-        return true; },
+      [&](s::Package* p) {
+        prefill(p)->mutable_nodes()->GetMutableObject(0)->mutable_outputs()->Mutate(0, -1);
+        return true;
+      },
       "output 0 is -1");
   expect_mutation_rejected(
-      [&](s::Package* p) { prefill(p)->mutable_inputs()->Mutate(0, 1000);
-        return true; },
+      [&](s::Package* p) {
+        prefill(p)->mutable_inputs()->Mutate(0, 1000);
+        return true;
+      },
       "function 'prefill': input 0 is 1000");
   expect_mutation_rejected(
-      [&](s::Package* p) { return prefill(p)->mutable_values()->GetMutableObject(1)->mutate_weight(17); },
+      [&](s::Package* p) {
+        return prefill(p)->mutable_values()->GetMutableObject(1)->mutate_weight(17);
+      },
       "value 1 'proj': weight is 17 (expected -1 or 0..1)");
   expect_mutation_rejected(
       [&](s::Package* p) {
-        auto* attribute = prefill(p)->mutable_nodes()->GetMutableObject(0)->mutable_attributes()->GetMutableObject(6);
+        auto* attribute = prefill(p)
+                              ->mutable_nodes()
+                              ->GetMutableObject(0)
+                              ->mutable_attributes()
+                              ->GetMutableObject(6);
         return static_cast<s::WeightRefAttr*>(attribute->mutable_value())->mutate_weight(5);
       },
       "attribute 't' weight is 5");
@@ -324,36 +340,46 @@ TEST(ModelPackage, RejectsOutOfRangeFieldsNamingThem) {
       "value 'cond': dtype -3");
   expect_mutation_rejected(
       [&](s::Package* p) {
-        auto* shape = prefill(p)->mutable_values()->GetMutableObject(2)->mutable_type()->mutable_shape();
+        auto* shape =
+            prefill(p)->mutable_values()->GetMutableObject(2)->mutable_type()->mutable_shape();
         return shape->GetMutableObject(1)->mutable_terms()->GetMutableObject(0)->mutate_atom(
             static_cast<s::DimAtom>(9));
       },
       "dim term kind 9");
   expect_mutation_rejected(
       [&](s::Package* p) {
-        auto* shape = prefill(p)->mutable_values()->GetMutableObject(3)->mutable_type()->mutable_shape();
-        return shape->GetMutableObject(0)->mutable_terms()->GetMutableObject(0)->mutate_coefficient(0);
+        auto* shape =
+            prefill(p)->mutable_values()->GetMutableObject(3)->mutable_type()->mutable_shape();
+        return shape->GetMutableObject(0)->mutable_terms()->GetMutableObject(0)->mutate_coefficient(
+            0);
       },
       "has coefficient 0");
   expect_mutation_rejected(
       [&](s::Package* p) {
-        auto* attribute = prefill(p)->mutable_nodes()->GetMutableObject(0)->mutable_attributes()->GetMutableObject(0);
-        auto* type = const_cast<uint8_t*>(reinterpret_cast<const flatbuffers::Table*>(attribute)
-                                              ->GetAddressOf(s::Attribute::VT_VALUE_TYPE));
+        auto* attribute = prefill(p)
+                              ->mutable_nodes()
+                              ->GetMutableObject(0)
+                              ->mutable_attributes()
+                              ->GetMutableObject(0);
+        auto* type = const_cast<uint8_t*>(
+            reinterpret_cast<const flatbuffers::Table*>(attribute)->GetAddressOf(
+                s::Attribute::VT_VALUE_TYPE));
         *type = 99;
         return true;
       },
       "attribute 'i': value type 99");
   expect_mutation_rejected(
       [&](s::Package* p) {
-        auto* region = decode(p)->mutable_nodes()->GetMutableObject(0)->mutable_regions()->GetMutableObject(1);
+        auto* region =
+            decode(p)->mutable_nodes()->GetMutableObject(0)->mutable_regions()->GetMutableObject(1);
         region->mutable_outputs()->Mutate(0, 6);
         return true;
       },
       "node 'if' (If) region 1: output 0 is 6 (expected 0..5)");
   expect_mutation_rejected(
       [&](s::Package* p) {
-        auto* region = decode(p)->mutable_nodes()->GetMutableObject(0)->mutable_regions()->GetMutableObject(0);
+        auto* region =
+            decode(p)->mutable_nodes()->GetMutableObject(0)->mutable_regions()->GetMutableObject(0);
         region->mutable_nodes()->GetMutableObject(0)->mutable_inputs()->Mutate(0, -2);
         return true;
       },
