@@ -39,6 +39,24 @@ Dim Dim::symbol(const std::string& name) {
 
 bool Dim::is_static() const { return node_->terms.empty(); }
 int64_t Dim::value() const { return node_->constant; }
+int64_t Dim::constant() const { return node_->constant; }
+
+std::vector<Dim::Term> Dim::terms() const {
+  std::vector<Term> out;
+  for (const auto& [key, coefficient] : node_->terms) {
+    Term term;
+    term.coefficient = coefficient;
+    term.key = key;
+    auto atom = node_->atoms.find(key);
+    if (atom != node_->atoms.end()) {
+      term.op = atom->second.op;
+      term.left = atom->second.left;
+      term.right = atom->second.right;
+    }
+    out.push_back(std::move(term));
+  }
+  return out;
+}
 
 std::string Dim::to_string() const {
   std::string out;

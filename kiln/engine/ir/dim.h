@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::engine::ir {
 
@@ -38,12 +39,33 @@ class Dim {
   friend bool operator==(const Dim& a, const Dim& b);
   friend bool operator!=(const Dim& a, const Dim& b) { return !(a == b); }
 
+  /// One term of the canonical form (see `terms()`).
+  struct Term;
+  /// The constant part of the canonical form `constant() + sum(coefficient * atom)`.
+  int64_t constant() const;
+  /// The terms of the canonical form, ordered by key. Rebuilding `Dim(constant())` plus each
+  /// term's `coefficient * atom` gives back an equal Dim. For serialization (model packages).
+  std::vector<Term> terms() const;
+
   struct Node;
   /// Internal: wraps an expression node.
   explicit Dim(std::shared_ptr<const Node> node) : node_(std::move(node)) {}
 
  private:
   std::shared_ptr<const Node> node_;
+};
+
+/// A term `coefficient * atom` of a Dim's canonical form. The atom is a named symbol
+/// (`op == 0`, `key` its name), an anonymous unknown (`op == 0`, `key` "?" then a number that
+/// identifies it within this process), or a product or quotient (`op` '*' or '/') of `left` and
+/// `right` that could not be simplified (then `key` is derived from them).
+struct Dim::Term {
+  int64_t coefficient = 1;
+  std::string key;
+  char op = 0;
+  Dim left, right;
+
+  bool is_anonymous() const { return op == 0 && !key.empty() && key[0] == '?'; }
 };
 
 }  // namespace kiln::engine::ir

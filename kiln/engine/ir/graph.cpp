@@ -44,20 +44,25 @@ int Graph::add_value(Value value) {
   return static_cast<int>(values.size()) - 1;
 }
 
-uint64_t hash_weight(const Weight& weight) {
+uint64_t hash_weight(runtime::ScalarType dtype, runtime::Span<const int64_t> sizes,
+                     runtime::Span<const uint8_t> data) {
   uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* data, size_t size) {
-    const auto* bytes = static_cast<const uint8_t*>(data);
+  auto mix = [&](const void* bytes_in, size_t size) {
+    const auto* bytes = static_cast<const uint8_t*>(bytes_in);
     for (size_t i = 0; i < size; ++i) {
       h ^= bytes[i];
       h *= 1099511628211ull;
     }
   };
-  auto dtype = static_cast<uint8_t>(weight.dtype);
-  mix(&dtype, 1);
-  mix(weight.sizes.data(), weight.sizes.size() * sizeof(int64_t));
-  mix(weight.data.data(), weight.data.size());
+  auto code = static_cast<uint8_t>(dtype);
+  mix(&code, 1);
+  mix(sizes.data(), sizes.size() * sizeof(int64_t));
+  mix(data.data(), data.size());
   return h;
+}
+
+uint64_t hash_weight(const Weight& weight) {
+  return hash_weight(weight.dtype, weight.sizes, weight.data);
 }
 
 int Model::add_weight(Weight weight) {

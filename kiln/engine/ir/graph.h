@@ -4,6 +4,7 @@
 #include <kiln/runtime/core/evalue.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/scalar_type.h>
+#include <kiln/runtime/core/span.h>
 
 #include <cstdint>
 #include <optional>
@@ -107,6 +108,9 @@ struct Model {
 
 /// The content hash of a weight's dtype, sizes and bytes (64-bit FNV-1a).
 uint64_t hash_weight(const Weight& weight);
+/// The same hash from the parts, for weight bytes held elsewhere (a mapped model package).
+uint64_t hash_weight(runtime::ScalarType dtype, runtime::Span<const int64_t> sizes,
+                     runtime::Span<const uint8_t> data);
 
 }  // namespace kiln::engine::ir
 

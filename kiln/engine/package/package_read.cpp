@@ -1,0 +1,385 @@
+#include <kiln/engine/package/model_check.h>
+#include <kiln/engine/package/package_format.h>
+#include <kiln/runtime/core/aligned_buffer.h>
+
+#include <map>
+#include <set>
+
+namespace kiln::engine::package {
+
+namespace {
+
+namespace fb = flatbuffers;
+namespace s = schema;
+using runtime::Error;
+using runtime::Result;
+using runtime::Status;
+
+// Bounds the verifier's work and the decoder's recursion (regions, dim expressions) on
+// hostile input; far beyond what real models need.
+constexpr fb::uoffset_t kMaxDepth = 64;
+constexpr fb::uoffset_t kMaxTables = 1000000;
+
+Status invalid(const std::string& where, const std::string& problem) {
+  return Status(Error::InvalidProgram, "read package: " + where + ": " + problem);
+}
+
+std::string str(const fb::String* s) { return s == nullptr ? std::string() : s->str(); }
+
+template <typename T>
+std::vector<T> list(const fb::Vector<T>* v) {
+  return v == nullptr ? std::vector<T>() : std::vector<T>(v->begin(), v->end());
+}
+
+template <typename T>
+std::vector<const T*> list(const fb::Vector<fb::Offset<T>>* v) {
+  return v == nullptr ? std::vector<const T*>() : std::vector<const T*>(v->begin(), v->end());
+}
+
+// The verifier checks the alignment of a vector's length, not of 8-byte elements.
+template <typename T>
+bool aligned(const fb::Vector<T>* v) {
+  return v == nullptr || v->size() == 0 || reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
+}
+
+bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
+  return offset <= limit && size <= limit - offset;
+}
+
+Result<PackageHeader> decode_header(runtime::Span<const uint8_t> bytes) {
+  const std::string where = "header";
+  if (bytes.size() < kPackageHeaderSize) {
+    return invalid(where, "file is " + std::to_string(bytes.size()) + " bytes (expected at least " +
+                              std::to_string(kPackageHeaderSize) + ")");
+  }
+  const uint8_t* p = bytes.data();
+  if (std::memcmp(p + format::kMagicAt, kPackageMagic, sizeof(kPackageMagic)) != 0) {
+    return invalid(where, "magic is not \"KLNP\" (not a kiln model package)");
+  }
+  PackageHeader h;
+  h.format_version = format::load<uint32_t>(p, format::kVersionAt);
+  h.flatbuffer_offset = format::load<uint64_t>(p, format::kFlatbufferOffsetAt);
+  h.flatbuffer_size = format::load<uint64_t>(p, format::kFlatbufferSizeAt);
+  h.weights_offset = format::load<uint64_t>(p, format::kWeightsOffsetAt);
+  h.weights_size = format::load<uint64_t>(p, format::kWeightsSizeAt);
+  h.content_hash = format::load<uint64_t>(p, format::kContentHashAt);
+  if (h.format_version != kPackageFormatVersion) {
+    return invalid(where, "format version " + std::to_string(h.format_version) + " (expected " +
+                              std::to_string(kPackageFormatVersion) + ")");
+  }
+  for (size_t at = format::kReservedAt; at < kPackageHeaderSize; ++at) {
+    if (p[at] != 0) {
+      return invalid(where, "reserved byte " + std::to_string(at) + " is " + std::to_string(p[at]) +
+                                " (expected 0)");
+    }
+  }
+  if (h.flatbuffer_offset != kPackageHeaderSize) {
+    return invalid(where, "flatbuffer offset " + std::to_string(h.flatbuffer_offset) +
+                              " (expected " + std::to_string(kPackageHeaderSize) + ")");
+  }
+  if (h.flatbuffer_size == 0 || h.flatbuffer_size >= FLATBUFFERS_MAX_BUFFER_SIZE ||
+      !fits(h.flatbuffer_offset, h.flatbuffer_size, bytes.size())) {
+    return invalid(where, "flatbuffer size " + std::to_string(h.flatbuffer_size) +
+                              " does not fit the file of " + std::to_string(bytes.size()) +
+                              " bytes");
+  }
+  uint64_t weights_offset =
+      format::align_up(h.flatbuffer_offset + h.flatbuffer_size, kPackageWeightAlignment);
+  if (h.weights_offset != weights_offset) {
+    return invalid(where, "weight segment offset " + std::to_string(h.weights_offset) +
+                              " (expected " + std::to_string(weights_offset) + ")");
+  }
+  if (h.weights_offset > bytes.size() || h.weights_size != bytes.size() - h.weights_offset) {
+    return invalid(where, "weight segment of " + std::to_string(h.weights_size) +
+                              " bytes at offset " + std::to_string(h.weights_offset) +
+                              " does not end the file of " + std::to_string(bytes.size()) +
+                              " bytes");
+  }
+  for (uint64_t at = h.flatbuffer_offset + h.flatbuffer_size; at < h.weights_offset; ++at) {
+    if (p[at] != 0) return invalid(where, "padding byte " + std::to_string(at) + " is not 0");
+  }
+  return h;
+}
+
+class Decoder {
+ public:
+  Result<ir::Dim> dim(const std::string& where, const s::Dim* d) {
+    ir::Dim result(d->constant());
+    std::set<std::string> keys;
+    for (const s::DimTerm* t : list(d->terms())) {
+      KILN_ASSIGN_OR_RETURN(ir::Dim atom, dim_atom(where, t));
+      std::vector<ir::Dim::Term> terms = atom.terms();
+      // Atoms are single terms with distinct keys, so the sum below cannot overflow.
+      if (terms.size() != 1 || atom.constant() != 0 || terms[0].coefficient != 1) {
+        return invalid(where, "dim term " + atom.to_string() + " is not an atom");
+      }
+      if (!keys.insert(terms[0].key).second) {
+        return invalid(where, "dim term " + atom.to_string() + " appears twice");
+      }
+      if (t->coefficient() == 0) {
+        return invalid(where, "dim term " + atom.to_string() + " has coefficient 0");
+      }
+      result = result + atom * ir::Dim(t->coefficient());
+    }
+    return result;
+  }
+
+  Result<ir::Node> node(const std::string& outer, const s::Node* n) {
+    ir::Node node;
+    node.name = str(n->name());
+    node.op = str(n->op());
+    node.domain = str(n->domain());
+    std::string where = outer + " node '" + node.name + "'";
+    if (node.op.empty()) return invalid(where, "has no op");
+    node.inputs = list(n->inputs());
+    node.outputs = list(n->outputs());
+    for (const s::Attribute* a : list(n->attributes())) {
+      KILN_ASSIGN_OR_RETURN(ir::Attribute attribute, this->attribute(where, a));
+      node.attributes.push_back(std::move(attribute));
+    }
+    for (const s::Region* r : list(n->regions())) {
+      ir::Region region;
+      std::string inner = where + " region " + std::to_string(node.regions.size());
+      for (const s::Node* child : list(r->nodes())) {
+        KILN_ASSIGN_OR_RETURN(ir::Node decoded, this->node(inner, child));
+        region.nodes.push_back(std::move(decoded));
+      }
+      region.outputs = list(r->outputs());
+      node.regions.push_back(std::move(region));
+    }
+    return node;
+  }
+
+  Result<ir::Graph> function(size_t index, const s::Function* f) {
+    ir::Graph g;
+    g.name = str(f->name());
+    std::string where = "function " + std::to_string(index) + " '" + g.name + "'";
+    for (const s::Value* v : list(f->values())) {
+      ir::Value value;
+      value.name = str(v->name());
+      value.weight = v->weight();
+      std::string at = where + " value '" + value.name + "'";
+      const s::TensorType* type = v->type();
+      if (type == nullptr) return invalid(at, "has no type");
+      if (!runtime::is_valid_scalar_type(type->dtype())) {
+        return invalid(at, "dtype " + std::to_string(type->dtype()) + " (expected 0.." +
+                               std::to_string(runtime::kNumScalarTypes - 1) + ")");
+      }
+      value.type.dtype = static_cast<runtime::ScalarType>(type->dtype());
+      value.type.rank_known = type->rank_known();
+      for (const s::Dim* d : list(type->shape())) {
+        KILN_ASSIGN_OR_RETURN(ir::Dim decoded, dim(at, d));
+        value.type.shape.push_back(std::move(decoded));
+      }
+      g.values.push_back(std::move(value));
+    }
+    for (const s::Node* n : list(f->nodes())) {
+      KILN_ASSIGN_OR_RETURN(ir::Node decoded, node(where, n));
+      g.nodes.push_back(std::move(decoded));
+    }
+    g.inputs = list(f->inputs());
+    g.outputs = list(f->outputs());
+    return g;
+  }
+
+ private:
+  Result<ir::Dim> dim_atom(const std::string& where, const s::DimTerm* t) {
+    switch (t->atom()) {
+      case s::DimAtom::Symbol: {
+        std::string name = str(t->symbol());
+        if (name.empty() || name[0] == '?') {
+          return invalid(where, "dim symbol '" + name + "' (expected a name not starting with ?)");
+        }
+        return ir::Dim::symbol(name);
+      }
+      case s::DimAtom::Anonymous: {
+        auto it = anonymous_.find(t->anonymous());
+        if (it == anonymous_.end())
+          it = anonymous_.emplace(t->anonymous(), ir::Dim::symbol("")).first;
+        return it->second;
+      }
+      case s::DimAtom::Product:
+      case s::DimAtom::Quotient: {
+        bool product = t->atom() == s::DimAtom::Product;
+        if (t->left() == nullptr || t->right() == nullptr) {
+          return invalid(where, std::string("dim ") + (product ? "product" : "quotient") +
+                                    " lacks an operand");
+        }
+        KILN_ASSIGN_OR_RETURN(ir::Dim left, dim(where, t->left()));
+        KILN_ASSIGN_OR_RETURN(ir::Dim right, dim(where, t->right()));
+        // Only operands that the IR cannot simplify form an atom; others (which could also
+        // overflow when folded) were never written by a writer.
+        bool simplifies = product ? left.is_static() || right.is_static()
+                                  : right.is_static() && (right.value() == 1 ||
+                                                          (left.is_static() && right.value() != 0));
+        if (simplifies) {
+          return invalid(where, "dim (" + left.to_string() + (product ? " * " : " / ") +
+                                    right.to_string() + ") is not in simplified form");
+        }
+        return product ? left * right : left / right;
+      }
+    }
+    return invalid(
+        where, "dim term kind " + std::to_string(static_cast<int>(t->atom())) + " (expected 0..3)");
+  }
+
+  Result<ir::Attribute> attribute(const std::string& where, const s::Attribute* a) {
+    ir::Attribute out;
+    out.name = str(a->name());
+    std::string at = where + " attribute '" + out.name + "'";
+    if (a->name() == nullptr || out.name.empty()) return invalid(where, "attribute has no name");
+    auto absent = [&] { return invalid(at, "has no value"); };
+    switch (a->value_type()) {
+      case s::AttributeValue::IntAttr:
+        if (a->value_as_IntAttr() == nullptr) return absent();
+        out.value = a->value_as_IntAttr()->value();
+        return out;
+      case s::AttributeValue::FloatAttr:
+        if (a->value_as_FloatAttr() == nullptr) return absent();
+        out.value = a->value_as_FloatAttr()->value();
+        return out;
+      case s::AttributeValue::StringAttr:
+        if (a->value_as_StringAttr() == nullptr) return absent();
+        out.value = str(a->value_as_StringAttr()->value());
+        return out;
+      case s::AttributeValue::IntsAttr: {
+        const auto* v = a->value_as_IntsAttr();
+        if (v == nullptr) return absent();
+        if (!aligned(v->values())) return invalid(at, "ints are misaligned");
+        out.value = list(v->values());
+        return out;
+      }
+      case s::AttributeValue::FloatsAttr: {
+        const auto* v = a->value_as_FloatsAttr();
+        if (v == nullptr) return absent();
+        if (!aligned(v->values())) return invalid(at, "floats are misaligned");
+        out.value = list(v->values());
+        return out;
+      }
+      case s::AttributeValue::StringsAttr: {
+        const auto* v = a->value_as_StringsAttr();
+        if (v == nullptr) return absent();
+        std::vector<std::string> strings;
+        for (const fb::String* item : list(v->values())) strings.push_back(str(item));
+        out.value = std::move(strings);
+        return out;
+      }
+      case s::AttributeValue::WeightRefAttr:
+        if (a->value_as_WeightRefAttr() == nullptr) return absent();
+        out.value = ir::WeightRef{a->value_as_WeightRefAttr()->weight()};
+        return out;
+      default:
+        return invalid(at, "value type " + std::to_string(static_cast<int>(a->value_type())) +
+                               " (expected 1..7)");
+    }
+  }
+
+  std::map<uint32_t, ir::Dim> anonymous_;
+};
+
+Status decode_weights(const s::Package& package, runtime::Span<const uint8_t> segment,
+                      ir::Model& model, std::vector<runtime::Span<const uint8_t>>& data) {
+  for (const s::Weight* w : list(package.weights())) {
+    ir::Weight weight;
+    weight.name = str(w->name());
+    std::string where = "weight " + std::to_string(model.weights.size()) + " '" + weight.name + "'";
+    if (!runtime::is_valid_scalar_type(w->dtype())) {
+      return invalid(where, "dtype " + std::to_string(w->dtype()) + " (expected 0.." +
+                                std::to_string(runtime::kNumScalarTypes - 1) + ")");
+    }
+    weight.dtype = static_cast<runtime::ScalarType>(w->dtype());
+    if (!aligned(w->sizes())) return invalid(where, "sizes are misaligned");
+    weight.sizes = list(w->sizes());
+    auto expected = weight_byte_count(weight.dtype, weight.sizes);
+    if (!expected) return invalid(where, "sizes have a negative size or more than 2^64 bytes");
+    if (w->size() != *expected) {
+      return invalid(where, "size " + std::to_string(w->size()) + " bytes (expected " +
+                                std::to_string(*expected) + " for its dtype and sizes)");
+    }
+    if (w->offset() % kPackageWeightAlignment != 0) {
+      return invalid(where, "offset " + std::to_string(w->offset()) + " (expected a multiple of " +
+                                std::to_string(kPackageWeightAlignment) + ")");
+    }
+    if (!fits(w->offset(), w->size(), segment.size())) {
+      return invalid(where, std::to_string(w->size()) + " bytes at offset " +
+                                std::to_string(w->offset()) + " end past the weight segment (" +
+                                std::to_string(segment.size()) + " bytes)");
+    }
+    weight.content_hash = w->content_hash();
+    data.push_back(segment.subspan(w->offset(), w->size()));
+    model.weights.push_back(std::move(weight));
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<PackageView> PackageView::open(runtime::Span<const uint8_t> bytes) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
+    return Status(Error::InvalidArgument,
+                  "read package: bytes start at an address that is not 8-byte aligned");
+  }
+  PackageView view;
+  KILN_ASSIGN_OR_RETURN(view.header_, decode_header(bytes));
+  auto flatbuffer = bytes.subspan(view.header_.flatbuffer_offset, view.header_.flatbuffer_size);
+  auto segment = bytes.subspan(view.header_.weights_offset, view.header_.weights_size);
+  fb::Verifier verifier(flatbuffer.data(), flatbuffer.size(), kMaxDepth, kMaxTables);
+  if (!s::VerifyPackageBuffer(verifier)) {
+    return invalid("flatbuffer", "fails verification (corrupt or not a model package)");
+  }
+  const s::Package* package = s::GetPackage(flatbuffer.data());
+  if (package->format_version() != view.header_.format_version) {
+    return invalid("flatbuffer", "format version " + std::to_string(package->format_version()) +
+                                     " (expected " + std::to_string(view.header_.format_version) +
+                                     ", as in the header)");
+  }
+  const uint8_t* hash_field = format::content_hash_field(package);
+  if (hash_field == nullptr) return invalid("flatbuffer", "content hash is absent");
+  if (package->content_hash() != view.header_.content_hash) {
+    return invalid("flatbuffer", "content hash " + std::to_string(package->content_hash()) +
+                                     " (expected " + std::to_string(view.header_.content_hash) +
+                                     ", as in the header)");
+  }
+
+  KILN_RETURN_IF_ERROR(decode_weights(*package, segment, view.model_, view.weight_data_));
+  Decoder decoder;
+  for (const s::Function* f : list(package->functions())) {
+    KILN_ASSIGN_OR_RETURN(ir::Graph g, decoder.function(view.model_.functions.size(), f));
+    view.model_.functions.push_back(std::move(g));
+  }
+  KILN_RETURN_IF_ERROR(check_model(view.model_, Error::InvalidProgram, "read package"));
+
+  for (size_t i = 0; i < view.model_.weights.size(); ++i) {
+    const ir::Weight& w = view.model_.weights[i];
+    uint64_t actual = ir::hash_weight(w.dtype, w.sizes, view.weight_data_[i]);
+    if (actual != w.content_hash) {
+      return invalid("weight " + std::to_string(i) + " '" + w.name + "'",
+                     "content hash " + std::to_string(w.content_hash) +
+                         " does not match its bytes (" + std::to_string(actual) + ")");
+    }
+  }
+  uint64_t actual = format::hash_package(flatbuffer, hash_field, segment);
+  if (actual != view.header_.content_hash) {
+    return invalid("package", "content hash " + std::to_string(view.header_.content_hash) +
+                                  " does not match the bytes (" + std::to_string(actual) + ")");
+  }
+  return view;
+}
+
+Result<ir::Model> read_package(runtime::Span<const uint8_t> bytes) {
+  runtime::AlignedBuffer copy;
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
+    KILN_ASSIGN_OR_RETURN(copy, runtime::allocate_aligned(bytes.size()));
+    std::memcpy(copy.get(), bytes.data(), bytes.size());
+    bytes = {copy.get(), bytes.size()};
+  }
+  KILN_ASSIGN_OR_RETURN(PackageView view, PackageView::open(bytes));
+  ir::Model model = view.model();
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    auto data = view.weight_data(i);
+    model.weights[i].data.assign(data.begin(), data.end());
+  }
+  return model;
+}
+
+}  // namespace kiln::engine::package
