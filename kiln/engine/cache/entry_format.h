@@ -1,0 +1,48 @@
+#pragma once
+
+#include <kiln/runtime/core/result.h>
+#include <kiln/runtime/core/span.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kiln::engine::cache {
+
+/// The on-disk layout of one cache entry file (all integers little-endian):
+///
+///   offset  size  field
+///        0     8  magic "KILNCACH"
+///        8     4  format version (kEntryFormatVersion)
+///       12     4  key size K
+///       16     8  key hash (CacheKey::hash())
+///       24     8  model hash
+///       32     8  payload offset P = K + 64 rounded up to 64
+///       40     8  payload size N
+///       48     8  payload checksum (XXH3-64 of the payload)
+///       56     8  header checksum (XXH3-64 of bytes 0..56 followed by the key)
+///       64     K  the key (CacheKey::encoded())
+///        P     N  the payload; the file is exactly P + N bytes
+///
+/// The payload starts 64-byte aligned in the file (and so in a mapping of it).
+inline constexpr uint32_t kEntryFormatVersion = 1;
+inline constexpr size_t kEntryHeaderSize = 64;
+inline constexpr size_t kEntryAlignment = 64;
+
+/// What a valid entry holds.
+struct EntryView {
+  uint64_t model_hash = 0;
+  runtime::Span<const uint8_t> payload;
+};
+
+/// The bytes that precede the payload (header, key, padding) for an entry of `encoded_key`.
+std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
+                                uint64_t model_hash, runtime::Span<const uint8_t> payload);
+
+/// Checks every field of `file` (the whole entry file) against the key it should hold.
+/// Errors: InvalidExternalData whose message says what is wrong (bad magic, version, sizes,
+/// key, checksums); the entry must then not be used.
+runtime::Result<EntryView> validate_entry(runtime::Span<const uint8_t> file,
+                                          std::string_view encoded_key, uint64_t key_hash);
+
+}  // namespace kiln::engine::cache
