@@ -239,11 +239,11 @@ single-threaded kernels.
 - Inputs: the first case of each model in \`models.json\` (seeded, the data
   \`bench/compare.sh\` checks for equal outputs).
 
-Command: \`${command}\`
-Date: ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}
-Machine: ${info.nproc} CPUs (\`nproc\`), ${info.cpu}; kiln commit ${info.commit}
-Load average (1 min) at start and end: ${loadAtStart}, ${info.load} (other work on the machine
-adds noise to both sides alike; the ratios are steadier than the times)
+- Command: \`${command}\`
+- Date: ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}
+- Machine: ${info.nproc} CPUs (\`nproc\`), ${info.cpu}; kiln commit ${info.commit}
+- Load average (1 min) at start and end: ${loadAtStart}, ${info.load} (other processes on
+  the machine add noise; with the cores busy, 2 threads can be slower than 1)
 
 ${text}
 `;
