@@ -18,7 +18,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { halfToNumber, readNpy, typedArrayFor, writeNpy } from './npy.mjs';
+import { caseInputs, sameShape } from './inputs.mjs';
+import { halfToNumber, readNpy, writeNpy } from './npy.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.dirname(here);
@@ -59,72 +60,12 @@ function parseArgs(argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Seeded inputs: each input's stream depends only on (seed, model, case, input name).
-
-function fnv1a(text) {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; ++i) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h;
-}
-
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function makeInput(spec, seedText) {
-  const random = mulberry32(fnv1a(seedText));
-  const count = spec.shape.reduce((a, b) => a * b, 1);
-  const data = new (typedArrayFor(spec.dtype))(count);
-  for (let i = 0; i < count; ++i) {
-    let value;
-    if (spec.dist === 'normal') {
-      const u = 1 - random();
-      value = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random()) * (spec.std ?? 1);
-    } else if (spec.dist === 'uniform') {
-      value = spec.low + (spec.high - spec.low) * random();
-    } else if (spec.dist === 'int') {
-      value = spec.low + Math.floor((spec.high - spec.low) * random());
-    } else {
-      throw new Error(`input distribution '${spec.dist}' (expected normal, uniform or int)`);
-    }
-    data[i] = data instanceof BigInt64Array || data instanceof BigUint64Array
-      ? BigInt(value) : value;
-  }
-  return data;
-}
-
-// An input stored as a .npy file next to the models; it must have the dtype and shape the
-// manifest gives.
-function readInputFile(file, spec) {
-  const array = readNpy(file);
-  if (array.type !== spec.dtype || !sameShape(array.shape, spec.shape)) {
-    throw new Error(`input file ${file} is ${array.type} [${array.shape}] ` +
-                    `(expected ${spec.dtype} [${spec.shape}])`);
-  }
-  return array.data;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Comparison.
 
 function asNumbers(type, data) {
   if (type === 'float16') return Float64Array.from(data, halfToNumber);
   if (type === 'int64' || type === 'uint64') return Array.from(data, Number);
   return data;
-}
-
-function sameShape(a, b) {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
 // Returns {ok, maxAbs, bad, why}.
@@ -216,10 +157,7 @@ async function compareModel(ort, name, entry, manifest, args) {
     Object.values(dirs).forEach((d) => mkdirSync(d, { recursive: true }));
     const feeds = {};
     const inputFlags = [];
-    for (const [input, spec] of Object.entries(kase.inputs)) {
-      const data = spec.dist === 'file'
-        ? readInputFile(path.join(args.models, spec.file), spec)
-        : makeInput(spec, `${manifest.seed}/${name}/${kase.name}/${input}`);
+    for (const { name: input, spec, data } of caseInputs(manifest, args.models, name, kase)) {
       feeds[input] = new ort.Tensor(spec.dtype, data, spec.shape);
       const file = path.join(dirs.inputs, `${input}.npy`);
       writeNpy(file, spec.dtype, spec.shape, data);

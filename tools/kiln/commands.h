@@ -21,6 +21,10 @@ struct Command {
 /// [--output-dir DIR] [--load-mode file|mmap] [--seed N] [--max-values N]`.
 Command add_run_command(CLI::App& root);
 
+/// `kiln bench PROGRAM [--method NAME] [--input NAME=FILE.npy]... [--option B.KEY=VALUE]...
+/// [--threads N] [--warmup N] [--runs N] [--seed N] [--json]` (see bench.h).
+Command add_bench_command(CLI::App& root);
+
 /// `kiln inspect PROGRAM [--json]`.
 Command add_inspect_command(CLI::App& root);
 
@@ -32,7 +36,7 @@ Command add_conformance_command(CLI::App& root);
 /// `kiln export MODEL.onnx -o OUT.kiln [--backend portable|kiln] [--bound M:I:D=MAX]...`.
 Command add_export_command(CLI::App& root);
 
-/// The subcommands of DESIGN.md §8 that are not built yet (bench, cache, devices):
+/// The subcommands of DESIGN.md §8 that are not built yet (cache, devices):
 /// listed by `--help`, and each fails with NotImplemented.
 std::vector<Command> add_planned_commands(CLI::App& root);
 

@@ -36,6 +36,7 @@ int run_main(int argc, char** argv) {
   std::vector<Command> commands;
   commands.push_back(kiln::tools::add_export_command(app));
   commands.push_back(kiln::tools::add_run_command(app));
+  commands.push_back(kiln::tools::add_bench_command(app));
   commands.push_back(kiln::tools::add_inspect_command(app));
   commands.push_back(kiln::tools::add_conformance_command(app));
   for (auto& command : kiln::tools::add_planned_commands(app)) commands.push_back(command);

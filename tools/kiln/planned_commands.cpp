@@ -24,7 +24,6 @@ Command planned(CLI::App& root, const std::string& name, const std::string& desc
 
 std::vector<Command> add_planned_commands(CLI::App& root) {
   return {
-      planned(root, "bench", "Measure load time and latency of a method"),
       planned(root, "cache", "List, show stats of, evict or purge compiled specializations"),
       planned(root, "devices", "List the compute units found on this machine"),
   };

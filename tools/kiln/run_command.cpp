@@ -2,34 +2,28 @@
 // and the load and run times, optionally save the outputs as .npy files.
 
 #include <kiln/extension/module/module.h>
-#include <kiln/extension/module/tensor_ptr.h>
 #include <kiln/runtime/core/tensor.h>
 #include <tools/kiln/commands.h>
+#include <tools/kiln/method_inputs.h>
 #include <tools/kiln/npy.h>
 #include <tools/kiln/option_args.h>
 #include <tools/kiln/tensor_io.h>
 
-#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace kiln::tools {
 
 using extension::Module;
-using extension::TensorPtr;
 using runtime::Error;
 using runtime::EValue;
 using runtime::MethodMeta;
-using runtime::Result;
 using runtime::Status;
 
 namespace {
@@ -55,83 +49,6 @@ std::string format_ms(double ms) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.3f ms", ms);
   return buffer;
-}
-
-std::string quoted(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "'" : ", '") + name + "'";
-  return out.empty() ? "none" : out;
-}
-
-// --method, or "forward", or the only method; otherwise the user must choose.
-Result<std::string> choose_method(Module& module, const std::string& requested) {
-  if (!requested.empty()) return requested;
-  KILN_ASSIGN_OR_RETURN(auto names, module.method_names());
-  for (const auto& name : names) {
-    if (name == "forward") return name;
-  }
-  if (names.size() == 1) return names[0];
-  return Status(Error::InvalidArgument, "run program '" + module.path() + "': it has methods " +
-                                            quoted(names) + " (expected --method NAME)");
-}
-
-// Maps input name → .npy path, checking every name against the method's inputs.
-Result<std::map<std::string, std::string>> input_files(const RunArgs& args,
-                                                       const MethodMeta& meta) {
-  std::map<std::string, std::string> files;
-  std::vector<std::string> names;
-  for (const auto& input : meta.inputs) names.push_back(input.name);
-  for (const auto& text : args.inputs) {
-    KILN_ASSIGN_OR_RETURN(auto pair, parse_name_value(text, "--input"));
-    if (std::find(names.begin(), names.end(), pair.first) == names.end()) {
-      return Status(Error::NotFound, "parse --input '" + text + "': method '" + meta.name +
-                                         "' has no input '" + pair.first + "' (expected one of " +
-                                         quoted(names) + ")");
-    }
-    if (!files.emplace(pair.first, pair.second).second) {
-      return Status(Error::InvalidArgument, "parse --input '" + text + "': input '" + pair.first +
-                                                "' is given twice (expected once)");
-    }
-  }
-  return files;
-}
-
-// Reads one input from its .npy file and checks its dtype, so a float64 array from NumPy gets
-// a hint instead of a bare mismatch.
-Result<TensorPtr> read_input(const runtime::TensorMeta& meta, const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(NpyArray array, read_npy(path));
-  if (array.dtype != meta.dtype) {
-    auto descr = npy_descr(meta.dtype);
-    return Status(Error::InvalidArgument,
-                  "read input '" + meta.name + "' from '" + path + "': dtype " +
-                      std::string(runtime::to_string(array.dtype)) + " (expected " +
-                      std::string(runtime::to_string(meta.dtype)) + "; convert with " +
-                      "a.astype('" + (descr.ok() ? *descr : "?") + "'))");
-  }
-  return tensor_from_npy(array);
-}
-
-// Loads the .npy inputs (before the method loads, so the timings below cover only kiln).
-Status read_inputs(const RunArgs& args, const MethodMeta& meta, std::vector<TensorPtr>& tensors) {
-  KILN_ASSIGN_OR_RETURN(auto files, input_files(args, meta));
-  std::mt19937_64 rng(args.seed);
-  tensors.assign(meta.inputs.size(), nullptr);
-  for (size_t i = 0; i < meta.inputs.size(); ++i) {
-    const auto& input = meta.inputs[i];
-    auto file = files.find(input.name);
-    if (file != files.end()) {
-      KILN_ASSIGN_OR_RETURN(tensors[i], read_input(input, file->second));
-      std::cout << "input   " << input.name << ": " << runtime::to_string(tensors[i]->dtype())
-                << " " << runtime::shape_to_string(tensors[i]->sizes()) << " from " << file->second
-                << "\n";
-    } else if (input.tag == runtime::Tag::Tensor) {
-      KILN_ASSIGN_OR_RETURN(tensors[i], random_tensor(input, rng));
-      std::cout << "input   " << input.name << ": " << runtime::to_string(tensors[i]->dtype())
-                << " " << runtime::shape_to_string(tensors[i]->sizes()) << " random (seed "
-                << args.seed << ")\n";
-    }
-  }
-  return Status();
 }
 
 // A file name for output `name` ("logits:0" → "logits_0.npy").
@@ -180,8 +97,13 @@ Status run(const RunArgs& args) {
   KILN_ASSIGN_OR_RETURN(MethodMeta meta, module.method_meta(method));
   std::cout << "program " << args.program << " (" << extension::to_string(mode) << ")\n"
             << "method  " << method << "\n";
-  std::vector<TensorPtr> tensors;
-  KILN_RETURN_IF_ERROR(read_inputs(args, meta, tensors));
+  KILN_ASSIGN_OR_RETURN(auto prepared, prepare_inputs(meta, args.inputs, args.seed));
+  for (const MethodInput& input : prepared) {
+    if (!input.tensor) continue;
+    std::cout << "input   " << input.name << ": " << runtime::to_string(input.tensor->dtype())
+              << " " << runtime::shape_to_string(input.tensor->sizes()) << " " << input.source
+              << "\n";
+  }
 
   start = Clock::now();
   KILN_RETURN_IF_ERROR(module.load_method(method, options.empty() ? nullptr : &options));
@@ -189,10 +111,7 @@ Status run(const RunArgs& args) {
 
   // Non-tensor inputs keep the values the program stores for them.
   KILN_ASSIGN_OR_RETURN(runtime::Method * loaded, module.method(method));
-  std::vector<EValue> inputs;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    inputs.push_back(tensors[i] ? EValue(*tensors[i]) : loaded->get_input(i));
-  }
+  const std::vector<EValue> inputs = input_values(prepared, *loaded);
 
   start = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto outputs, module.execute(method, inputs));

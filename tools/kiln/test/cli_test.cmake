@@ -110,7 +110,30 @@ run_kiln(export_bad_bound EXPECT fail
          STDERR "expected METHOD:INPUT:DIM=MAX")
 run_kiln(export_not_onnx EXPECT fail
          ARGS export "${input}" -o "${WORK_DIR}/out.kiln" STDERR "not a valid ONNX protobuf")
-run_kiln(planned_subcommand EXPECT fail ARGS bench "${program}" STDERR "not implemented yet")
+run_kiln(planned_subcommand EXPECT fail ARGS cache list STDERR "not implemented yet")
+
+# kiln bench: text and JSON reports, and its errors.
+run_kiln(bench_text EXPECT ok ARGS bench "${program}" --warmup 1 --runs 3
+         STDOUT "method    forward" "input     x: f32 \\[1, 16\\] random \\(seed 0\\)"
+                "load      [0-9.]+ ms \\(program [0-9.]+ ms, method [0-9.]+ ms, cache off\\)"
+                "first run [0-9.]+ ms"
+                "latency   median [0-9.]+ ms, p90 [0-9.]+ ms, min [0-9.]+ ms, mean [0-9.]+ ms \\(3 runs after 1 warm-up\\)")
+run_kiln(bench_json EXPECT ok ARGS bench "${program}" --input "x=${input}" --threads 2 --json
+         STDOUT "^{" "\"method\": \"forward\"" "\"threads\": 2" "\"load_ms\": [0-9.e-]+"
+                "\"cache\": \"off\"" "\"first_run_ms\": [0-9.e-]+" "\"runs\": 10"
+                "\"latency_ms\": {" "\"median\": " "\"p90\": " "\"min\": " "\"mean\": "
+                "\"source\": \"from .*x.npy\"")
+run_kiln(bench_bad_runs EXPECT fail ARGS bench "${program}" --runs 0 STDERR "--runs")
+run_kiln(bench_bad_threads EXPECT fail ARGS bench "${program}" --threads 0 STDERR "--threads")
+run_kiln(bench_unknown_method EXPECT fail ARGS bench "${program}" --method nope
+         STDERR "kiln bench: error: .*'nope'")
+run_kiln(bench_bad_npy EXPECT fail ARGS bench "${program}" --input "x=${WORK_DIR}/bad.npy"
+         STDERR "kiln bench: error: read npy '.*bad.npy'")
+run_kiln(bench_unknown_input EXPECT fail ARGS bench "${program}" --input "y=${input}"
+         STDERR "has no input 'y'")
+run_kiln(bench_threads_twice EXPECT fail
+         ARGS bench "${program}" --threads 2 --option "KilnBackend.num_threads=4"
+         STDERR "both set the thread count")
 run_kiln(help_lists_subcommands EXPECT ok ARGS --help
          STDOUT "run" "inspect" "export" "bench" "cache" "devices" "conformance")
 

@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+// Measures one model on ONNX Runtime (the peer of `kiln bench`): session creation time and
+// latency, printed as one JSON object.
+//
+//   node bench/bench_ort.mjs MODEL.onnx [--input NAME=FILE.npy]... [--threads N] [--warmup N]
+//                            [--runs N] [--sessions N]
+//
+// Every model input must be given. Sessions use the CPU provider, graphOptimizationLevel 'all'
+// and intraOpNumThreads = interOpNumThreads = N (default 1). `--sessions` fresh sessions are
+// created and released one after another (creation timed: "session_ms"); one more is created
+// for the runs: the first run is timed alone, then `--warmup` untimed and `--runs` timed runs.
+// Output fields: "model", "onnxruntime", "threads", "sessions", "session_ms" {median, min},
+// "first_run_ms", "warmup", "runs", "latency_ms" {median, p90, min, mean}, "run_ms".
+// Errors go to stderr with exit code 1 (2 for usage errors).
+
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
+
+import { readNpy } from './npy.mjs';
+
+const require = createRequire(import.meta.url);
+
+function fail(message, code = 1) {
+  console.error(`bench_ort: error: ${message}`);
+  process.exit(code);
+}
+
+function usage(message) {
+  if (message) console.error(`bench_ort: error: ${message}`);
+  console.error('usage: node bench/bench_ort.mjs MODEL.onnx [--input NAME=FILE.npy]... ' +
+                '[--threads N] [--warmup N] [--runs N] [--sessions N]');
+  process.exit(2);
+}
+
+function count(flag, text, min) {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min) {
+    usage(`${flag} '${text}' (expected an integer >= ${min})`);
+  }
+  return value;
+}
+
+function parseArgs(argv) {
+  const args = { model: '', inputs: [], threads: 1, warmup: 3, runs: 10, sessions: 5 };
+  for (let i = 0; i < argv.length; ++i) {
+    const flag = argv[i];
+    if (flag === '-h' || flag === '--help') usage();
+    if (!flag.startsWith('--')) {
+      if (args.model) usage(`a second model '${flag}' (expected one)`);
+      args.model = flag;
+      continue;
+    }
+    const value = argv[++i];
+    if (value === undefined) usage(`${flag} needs a value`);
+    if (flag === '--input') {
+      const eq = value.indexOf('=');
+      if (eq <= 0 || eq + 1 === value.length) {
+        usage(`--input '${value}' (expected NAME=FILE.npy)`);
+      }
+      args.inputs.push({ name: value.slice(0, eq), file: value.slice(eq + 1) });
+    } else if (flag === '--threads') args.threads = count(flag, value, 1);
+    else if (flag === '--warmup') args.warmup = count(flag, value, 0);
+    else if (flag === '--runs') args.runs = count(flag, value, 1);
+    else if (flag === '--sessions') args.sessions = count(flag, value, 1);
+    else usage(`unknown argument '${flag}'`);
+  }
+  if (!args.model) usage('no model given');
+  return args;
+}
+
+/** median, p90 (nearest rank), min and mean of `samples`, as `kiln bench` computes them. */
+export function stats(samples) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const n = sorted.length;
+  const median = n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  return {
+    median,
+    p90: sorted[Math.max(Math.ceil(0.9 * n), 1) - 1],
+    min: sorted[0],
+    mean: sorted.reduce((a, b) => a + b, 0) / n,
+  };
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  let ort;
+  try {
+    ort = require('onnxruntime-node');
+  } catch (error) {
+    fail(`cannot load onnxruntime-node (${`${error.message}`.split('\n')[0]}); ` +
+         'install it with scripts/install-bench-deps.sh');
+  }
+  const version = JSON.parse(readFileSync(require.resolve('onnxruntime-node/package.json'),
+                                          'utf8')).version;
+  const options = {
+    executionProviders: ['cpu'], graphOptimizationLevel: 'all',
+    intraOpNumThreads: args.threads, interOpNumThreads: args.threads,
+  };
+
+  const feeds = {};
+  for (const { name, file } of args.inputs) {
+    if (feeds[name]) fail(`input '${name}' is given twice (expected once)`);
+    let array;
+    try {
+      array = readNpy(file);
+    } catch (error) {
+      fail(`read input '${name}': ${error.message}`);
+    }
+    feeds[name] = new ort.Tensor(array.type, array.data, array.shape);
+  }
+
+  const sessionMs = [];
+  let session;
+  for (let i = 0; i <= args.sessions; ++i) {
+    const start = performance.now();
+    try {
+      session = await ort.InferenceSession.create(args.model, options);
+    } catch (error) {
+      fail(`create a session for '${args.model}': ${`${error.message}`.split('\n')[0]}`);
+    }
+    if (i === args.sessions) break;  // the last one runs, untimed
+    sessionMs.push(performance.now() - start);
+    await session.release();
+  }
+  const missing = session.inputNames.filter((name) => !feeds[name]);
+  const unknown = Object.keys(feeds).filter((name) => !session.inputNames.includes(name));
+  if (unknown.length) {
+    fail(`model '${args.model}' has no input '${unknown[0]}' ` +
+         `(expected one of ${session.inputNames.map((n) => `'${n}'`).join(', ')})`);
+  }
+  if (missing.length) {
+    fail(`input '${missing[0]}' of model '${args.model}' is not given ` +
+         '(expected --input NAME=FILE.npy for every input)');
+  }
+
+  const run = async () => {
+    try {
+      await session.run(feeds);
+    } catch (error) {
+      fail(`run '${args.model}': ${`${error.message}`.split('\n')[0]}`);
+    }
+  };
+  let start = performance.now();
+  await run();
+  const firstRunMs = performance.now() - start;
+  for (let i = 0; i < args.warmup; ++i) await run();
+  const runMs = [];
+  for (let i = 0; i < args.runs; ++i) {
+    start = performance.now();
+    await run();
+    runMs.push(performance.now() - start);
+  }
+  await session.release();
+
+  const sessions = stats(sessionMs);
+  console.log(JSON.stringify({
+    model: args.model,
+    onnxruntime: version,
+    threads: args.threads,
+    sessions: args.sessions,
+    session_ms: { median: sessions.median, min: sessions.min },
+    first_run_ms: firstRunMs,
+    warmup: args.warmup,
+    runs: args.runs,
+    latency_ms: stats(runMs),
+    run_ms: runMs,
+  }, null, 2));
+}
+
+main();

@@ -1,0 +1,228 @@
+// `kiln bench`: load time, first run and latency statistics of one method, measured in this
+// process. Lives in kiln_tool_support so the tests drive it on programs built in code.
+
+#include <kiln/extension/module/module.h>
+#include <tools/kiln/bench.h>
+#include <tools/kiln/method_inputs.h>
+#include <tools/kiln/option_args.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+namespace kiln::tools {
+
+using extension::Module;
+using runtime::Error;
+using runtime::EValue;
+using runtime::MethodMeta;
+using runtime::Result;
+using runtime::Status;
+
+namespace {
+
+constexpr const char* kKilnBackendId = "KilnBackend";
+constexpr const char* kNumThreadsKey = "num_threads";
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+bool has_kiln_delegate(const MethodMeta& meta) {
+  return std::any_of(meta.delegates.begin(), meta.delegates.end(),
+                     [](const auto& delegate) { return delegate.backend_id == kKilnBackendId; });
+}
+
+// The cache state of this load. No backend reports one yet: the portable program has no
+// delegate that caches. When KilnBackend exists, this asks its delegates whether init mapped
+// a stored specialization ("hit") or specialized and stored one ("miss"); the report and the
+// JSON already carry the field.
+std::string cache_state(const MethodMeta& /*meta*/) { return "off"; }
+
+std::string format_ms(double ms) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.3f ms", ms);
+  return buffer;
+}
+
+}  // namespace
+
+void add_bench_flags(CLI::App& app, BenchArgs& args) {
+  app.add_option("program", args.program, "The .kiln program")->required();
+  app.add_option("--method", args.method,
+                 "Method to measure (default: 'forward', or the program's only method)");
+  app.add_option("--input", args.inputs,
+                 "NAME=FILE.npy for an input (repeatable); inputs not given get seeded random "
+                 "data")
+      ->allow_extra_args(false);
+  app.add_option("--option", args.options,
+                 "BACKEND.KEY=VALUE load-time backend option (repeatable); true/false is a "
+                 "bool, an integer an int, anything else a string")
+      ->allow_extra_args(false);
+  app.add_option("--threads", args.threads,
+                 "Intra-op threads (KilnBackend.num_threads; recorded only when the method has "
+                 "no KilnBackend delegate)")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}));
+  app.add_option("--warmup", args.warmup, "Untimed runs after the first run (default: 3)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  app.add_option("--runs", args.runs, "Timed runs (default: 10)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  app.add_option("--seed", args.seed, "Seed of the random inputs (default: 0)");
+  app.add_flag("--json", args.json, "Print one JSON object instead of text");
+}
+
+Result<LatencyStats> latency_stats(std::vector<double> samples_ms) {
+  if (samples_ms.empty()) {
+    return Status(Error::InvalidArgument, "compute latency statistics: no samples (expected 1+)");
+  }
+  std::sort(samples_ms.begin(), samples_ms.end());
+  const size_t n = samples_ms.size();
+  LatencyStats stats;
+  stats.median = n % 2 == 1 ? samples_ms[n / 2] : (samples_ms[n / 2 - 1] + samples_ms[n / 2]) / 2;
+  const size_t rank = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n)));
+  stats.p90 = samples_ms[std::max<size_t>(rank, 1) - 1];
+  stats.min = samples_ms.front();
+  stats.mean = std::accumulate(samples_ms.begin(), samples_ms.end(), 0.0) / static_cast<double>(n);
+  return stats;
+}
+
+Result<runtime::LoadBackendOptionsMap> bench_backend_options(const BenchArgs& args,
+                                                             const MethodMeta& meta,
+                                                             ThreadPlan& plan) {
+  std::optional<int64_t> option_threads;
+  std::string option_text;
+  for (const auto& text : args.options) {
+    KILN_ASSIGN_OR_RETURN(OptionArg arg, parse_option_arg(text));
+    if (arg.backend_id != kKilnBackendId || arg.option.key != kNumThreadsKey) continue;
+    option_text = text;
+    if (const auto* value = std::get_if<int64_t>(&arg.option.value)) option_threads = *value;
+  }
+  if (args.threads && !option_text.empty()) {
+    return Status(Error::InvalidArgument, "bench: --threads " + std::to_string(*args.threads) +
+                                              " and --option '" + option_text +
+                                              "' both set the thread count (expected one of them)");
+  }
+  const bool kiln_delegate = has_kiln_delegate(meta);
+  std::vector<std::string> options = args.options;
+  if (args.threads && kiln_delegate) {
+    options.push_back(std::string(kKilnBackendId) + "." + kNumThreadsKey + "=" +
+                      std::to_string(*args.threads));
+  }
+  plan.applied = kiln_delegate && (args.threads || !option_text.empty());
+  if (args.threads) {
+    plan.threads = *args.threads;
+  } else if (option_threads) {
+    plan.threads = *option_threads;
+  } else if (kiln_delegate) {
+    plan.threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  } else {
+    plan.threads = 1;
+  }
+  return parse_option_args(options);
+}
+
+Result<BenchReport> run_bench(const BenchArgs& args) {
+  BenchReport report;
+  report.program = args.program;
+  report.warmup = args.warmup;
+  Module module(args.program, Module::LoadMode::Mmap);
+
+  auto start = Clock::now();
+  KILN_RETURN_IF_ERROR(module.load());
+  report.program_load_ms = ms_since(start);
+
+  KILN_ASSIGN_OR_RETURN(report.method, choose_method(module, args.method));
+  KILN_ASSIGN_OR_RETURN(MethodMeta meta, module.method_meta(report.method));
+  KILN_ASSIGN_OR_RETURN(auto options, bench_backend_options(args, meta, report.thread_plan));
+  // Inputs are read before the method loads so that the load time covers only kiln.
+  KILN_ASSIGN_OR_RETURN(auto prepared, prepare_inputs(meta, args.inputs, args.seed));
+  for (const MethodInput& input : prepared) {
+    if (!input.tensor) continue;
+    const auto sizes = input.tensor->sizes();
+    report.inputs.push_back({input.name, std::string(runtime::to_string(input.tensor->dtype())),
+                             std::vector<int64_t>(sizes.begin(), sizes.end()), input.source});
+  }
+
+  start = Clock::now();
+  KILN_RETURN_IF_ERROR(module.load_method(report.method, options.empty() ? nullptr : &options));
+  report.method_load_ms = ms_since(start);
+  report.cache = cache_state(meta);
+
+  KILN_ASSIGN_OR_RETURN(runtime::Method * method, module.method(report.method));
+  const std::vector<EValue> inputs = input_values(prepared, *method);
+  start = Clock::now();
+  KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
+  report.first_run_ms = ms_since(start);
+
+  for (int64_t i = 0; i < args.warmup; ++i) {
+    KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
+  }
+  report.run_ms.reserve(static_cast<size_t>(args.runs));
+  for (int64_t i = 0; i < args.runs; ++i) {
+    start = Clock::now();
+    KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
+    report.run_ms.push_back(ms_since(start));
+  }
+  KILN_ASSIGN_OR_RETURN(report.latency, latency_stats(report.run_ms));
+  return report;
+}
+
+nlohmann::ordered_json bench_json(const BenchReport& report) {
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
+  for (const auto& input : report.inputs) {
+    inputs.push_back({{"name", input.name},
+                      {"dtype", input.dtype},
+                      {"shape", input.shape},
+                      {"source", input.source}});
+  }
+  return {
+      {"program", report.program},
+      {"method", report.method},
+      {"threads", report.thread_plan.threads},
+      {"threads_applied", report.thread_plan.applied},
+      {"inputs", inputs},
+      {"load_ms", report.load_ms()},
+      {"program_load_ms", report.program_load_ms},
+      {"method_load_ms", report.method_load_ms},
+      {"cache", report.cache},
+      {"first_run_ms", report.first_run_ms},
+      {"warmup", report.warmup},
+      {"runs", report.run_ms.size()},
+      {"latency_ms",
+       {{"median", report.latency.median},
+        {"p90", report.latency.p90},
+        {"min", report.latency.min},
+        {"mean", report.latency.mean}}},
+      {"run_ms", report.run_ms},
+  };
+}
+
+std::string bench_text(const BenchReport& report) {
+  std::ostringstream out;
+  out << "program   " << report.program << "\n"
+      << "method    " << report.method << "\n";
+  for (const auto& input : report.inputs) {
+    out << "input     " << input.name << ": " << input.dtype << " "
+        << runtime::shape_to_string(input.shape) << " " << input.source << "\n";
+  }
+  out << "threads   " << report.thread_plan.threads
+      << (report.thread_plan.applied ? "" : " (recorded only: no KilnBackend delegate takes it)")
+      << "\n"
+      << "load      " << format_ms(report.load_ms()) << " (program "
+      << format_ms(report.program_load_ms) << ", method " << format_ms(report.method_load_ms)
+      << ", cache " << report.cache << ")\n"
+      << "first run " << format_ms(report.first_run_ms) << "\n"
+      << "latency   median " << format_ms(report.latency.median) << ", p90 "
+      << format_ms(report.latency.p90) << ", min " << format_ms(report.latency.min) << ", mean "
+      << format_ms(report.latency.mean) << " (" << report.run_ms.size() << " runs after "
+      << report.warmup << " warm-up)\n";
+  return out.str();
+}
+
+}  // namespace kiln::tools

@@ -1,0 +1,116 @@
+#pragma once
+
+#include <kiln/runtime/backend/options_map.h>
+#include <kiln/runtime/core/result.h>
+#include <kiln/runtime/executor/method_meta.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::tools {
+
+/// What `kiln bench` measures, as given by its flags.
+struct BenchArgs {
+  /// The .kiln program.
+  std::string program;
+  /// The method to measure; empty: "forward", or the program's only method.
+  std::string method;
+  /// `NAME=FILE.npy` per input read from a file; the other inputs get seeded random data.
+  std::vector<std::string> inputs;
+  /// `BACKEND.KEY=VALUE` load-time backend options.
+  std::vector<std::string> options;
+  /// Intra-op threads, passed as `KilnBackend.num_threads` when the method has a KilnBackend
+  /// delegate. Unset: the backend's default.
+  std::optional<int64_t> threads;
+  /// Untimed runs after the first run.
+  int64_t warmup = 3;
+  /// Timed runs, after the warm-up.
+  int64_t runs = 10;
+  /// Seed of the random inputs.
+  uint64_t seed = 0;
+  /// Print one JSON object instead of text.
+  bool json = false;
+};
+
+/// Adds the positional program and the flags of `kiln bench` to `app`, storing into `args`,
+/// which must outlive `app.parse`. CLI11 rejects out-of-range values while parsing (a
+/// `CLI::ValidationError` naming the flag): --threads 1..256, --warmup 0.., --runs 1...
+void add_bench_flags(CLI::App& app, BenchArgs& args);
+
+/// Statistics of the timed runs, in milliseconds.
+struct LatencyStats {
+  double median = 0;  ///< The middle sample; the mean of the two middle ones for an even count.
+  double p90 = 0;     ///< Nearest rank: the smallest sample with at least 90% of them <= it.
+  double min = 0;
+  double mean = 0;
+};
+
+/// The statistics of `samples_ms`. Errors: InvalidArgument when it is empty.
+runtime::Result<LatencyStats> latency_stats(std::vector<double> samples_ms);
+
+/// How the thread count reached the backends.
+struct ThreadPlan {
+  /// The intra-op thread count of the run: --threads, else a `KilnBackend.num_threads` option,
+  /// else the KilnBackend default (the cores available) when the method has such a delegate,
+  /// else 1 (the portable kernels run on the calling thread).
+  int64_t threads = 1;
+  /// True when a KilnBackend delegate receives `num_threads`; false when no delegate takes it
+  /// (then `threads` is recorded only).
+  bool applied = false;
+};
+
+/// Parses `args.options` into the load-time map and adds `KilnBackend.num_threads` from
+/// `args.threads` when `meta` has a KilnBackend delegate. Errors: those of
+/// `parse_option_args`; InvalidArgument when --threads and `--option KilnBackend.num_threads`
+/// are both given.
+runtime::Result<runtime::LoadBackendOptionsMap> bench_backend_options(
+    const BenchArgs& args, const runtime::MethodMeta& meta, ThreadPlan& plan);
+
+/// One input as the benchmark fed it.
+struct BenchInput {
+  std::string name;
+  std::string dtype;  ///< "f32", "i64", …
+  std::vector<int64_t> shape;
+  std::string source;  ///< "from FILE" or "random (seed N)".
+};
+
+/// What one `kiln bench` measured.
+struct BenchReport {
+  std::string program;
+  std::string method;
+  ThreadPlan thread_plan;
+  std::vector<BenchInput> inputs;
+  double program_load_ms = 0;  ///< Reading and verifying the program (`Module::load`).
+  double method_load_ms = 0;   ///< `Module::load_method`: delegate init, specialization.
+  /// Whether the method's delegates found their compiled form in a cache: "hit", "miss", or
+  /// "off" when no delegate caches (the portable backend never does).
+  std::string cache = "off";
+  double first_run_ms = 0;
+  int64_t warmup = 0;
+  std::vector<double> run_ms;  ///< Each timed run, in order.
+  LatencyStats latency;
+
+  double load_ms() const { return program_load_ms + method_load_ms; }
+};
+
+/// Loads `args.program` and its method in this process (timed), prepares the inputs, runs the
+/// method once (the first run), `args.warmup` times untimed and `args.runs` times timed.
+/// Errors: those of `Module::load` and `load_method` (naming the program, method, backend or
+/// option), of `prepare_inputs` (naming the input or file), of `bench_backend_options`, and of
+/// a run (naming the instruction).
+runtime::Result<BenchReport> run_bench(const BenchArgs& args);
+
+/// The `--json` object: "program", "method", "threads", "threads_applied", "inputs",
+/// "load_ms", "program_load_ms", "method_load_ms", "cache", "first_run_ms", "warmup", "runs",
+/// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run).
+nlohmann::ordered_json bench_json(const BenchReport& report);
+
+/// The human-readable report, one fact per line.
+std::string bench_text(const BenchReport& report);
+
+}  // namespace kiln::tools

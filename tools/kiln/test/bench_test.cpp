@@ -1,0 +1,305 @@
+// kiln bench: its flags, the latency statistics, the thread option, and a whole measurement of
+// a program built in code (every --json field present and sane).
+
+#include <kiln/testing/program_builder.h>
+#include <tools/kiln/bench.h>
+#include <tools/kiln/npy.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln::tools {
+namespace {
+
+using kiln::testing::F32;
+using kiln::testing::I64;
+using kiln::testing::ProgramBuilder;
+using runtime::Error;
+using runtime::MethodMeta;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Parses `argv` (after the subcommand) as `kiln bench` would.
+BenchArgs parse(std::vector<std::string> argv) {
+  CLI::App app{"bench"};
+  BenchArgs args;
+  add_bench_flags(app, args);
+  std::reverse(argv.begin(), argv.end());  // CLI11 takes the arguments back to front
+  app.parse(argv);
+  return args;
+}
+
+TEST(BenchFlags, DefaultsWhenOnlyTheProgramIsGiven) {
+  const BenchArgs args = parse({"model.kiln"});
+  EXPECT_EQ(args.program, "model.kiln");
+  EXPECT_EQ(args.method, "");
+  EXPECT_FALSE(args.threads.has_value());
+  EXPECT_EQ(args.warmup, 3);
+  EXPECT_EQ(args.runs, 10);
+  EXPECT_EQ(args.seed, 0u);
+  EXPECT_FALSE(args.json);
+}
+
+TEST(BenchFlags, ReadsEveryFlag) {
+  const BenchArgs args =
+      parse({"model.kiln", "--method", "prefill", "--input", "x=a.npy", "--input", "y=b.npy",
+             "--option", "KilnBackend.compute_unit=cpu_only", "--threads", "4", "--warmup", "0",
+             "--runs", "7", "--seed", "9", "--json"});
+  EXPECT_EQ(args.method, "prefill");
+  EXPECT_THAT(args.inputs, ElementsAre("x=a.npy", "y=b.npy"));
+  EXPECT_THAT(args.options, ElementsAre("KilnBackend.compute_unit=cpu_only"));
+  EXPECT_EQ(args.threads, 4);
+  EXPECT_EQ(args.warmup, 0);
+  EXPECT_EQ(args.runs, 7);
+  EXPECT_EQ(args.seed, 9u);
+  EXPECT_TRUE(args.json);
+}
+
+TEST(BenchFlags, RejectsOutOfRangeCountsNamingTheFlag) {
+  const auto message = [](std::vector<std::string> argv) -> std::string {
+    try {
+      parse(std::move(argv));
+    } catch (const CLI::ParseError& e) {
+      return e.what();
+    }
+    return "parsed";
+  };
+  EXPECT_THAT(message({"m.kiln", "--runs", "0"}), HasSubstr("--runs"));
+  EXPECT_THAT(message({"m.kiln", "--warmup", "-1"}), HasSubstr("--warmup"));
+  EXPECT_THAT(message({"m.kiln", "--threads", "0"}), HasSubstr("--threads"));
+  EXPECT_THAT(message({"m.kiln", "--threads", "many"}), HasSubstr("--threads"));
+  EXPECT_THAT(message({"m.kiln", "--bogus"}), HasSubstr("--bogus"));
+  EXPECT_THAT(message({}), HasSubstr("program"));
+}
+
+TEST(LatencyStats, OddCount) {
+  auto stats = latency_stats({5, 1, 3, 2, 4});
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_DOUBLE_EQ(stats->median, 3);
+  EXPECT_DOUBLE_EQ(stats->p90, 5);  // rank ceil(4.5) = 5
+  EXPECT_DOUBLE_EQ(stats->min, 1);
+  EXPECT_DOUBLE_EQ(stats->mean, 3);
+}
+
+TEST(LatencyStats, EvenCountAveragesTheMiddlePair) {
+  auto stats = latency_stats({4, 1, 3, 2});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_DOUBLE_EQ(stats->median, 2.5);
+  EXPECT_DOUBLE_EQ(stats->p90, 4);
+  EXPECT_DOUBLE_EQ(stats->mean, 2.5);
+
+  stats = latency_stats({10, 9, 8, 7, 6, 5, 4, 3, 2, 1});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_DOUBLE_EQ(stats->p90, 9);  // rank 9 of 10
+  EXPECT_DOUBLE_EQ(stats->median, 5.5);
+}
+
+TEST(LatencyStats, OneSampleAndNone) {
+  auto stats = latency_stats({2.5});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_DOUBLE_EQ(stats->median, 2.5);
+  EXPECT_DOUBLE_EQ(stats->p90, 2.5);
+  EXPECT_EQ(latency_stats({}).error(), Error::InvalidArgument);
+}
+
+MethodMeta meta_with_backend(const std::string& backend_id) {
+  MethodMeta meta;
+  meta.name = "forward";
+  if (!backend_id.empty()) meta.delegates.push_back({"d0", backend_id, 10});
+  return meta;
+}
+
+TEST(BenchThreads, RecordedOnlyWithoutAKilnBackendDelegate) {
+  BenchArgs args;
+  args.threads = 2;
+  ThreadPlan plan;
+  auto map = bench_backend_options(args, meta_with_backend(""), plan);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_TRUE(map->empty());
+  EXPECT_EQ(plan.threads, 2);
+  EXPECT_FALSE(plan.applied);
+
+  args.threads.reset();
+  map = bench_backend_options(args, meta_with_backend("OtherBackend"), plan);
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ(plan.threads, 1);  // the portable kernels run on the calling thread
+  EXPECT_FALSE(plan.applied);
+}
+
+TEST(BenchThreads, PassedAsNumThreadsToAKilnBackendDelegate) {
+  BenchArgs args;
+  args.threads = 3;
+  args.options = {"KilnBackend.compute_unit=cpu_only"};
+  ThreadPlan plan;
+  auto map = bench_backend_options(args, meta_with_backend("KilnBackend"), plan);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(plan.threads, 3);
+  EXPECT_TRUE(plan.applied);
+  auto options = map->get_options("KilnBackend");
+  ASSERT_EQ(options.size(), 2u);
+  EXPECT_EQ(options[0].key, "compute_unit");
+  EXPECT_EQ(options[1].key, "num_threads");
+  EXPECT_EQ(std::get<int64_t>(options[1].value), 3);
+}
+
+TEST(BenchThreads, NumThreadsOptionIsRecorded) {
+  BenchArgs args;
+  args.options = {"KilnBackend.num_threads=5"};
+  ThreadPlan plan;
+  auto map = bench_backend_options(args, meta_with_backend("KilnBackend"), plan);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(plan.threads, 5);
+  EXPECT_TRUE(plan.applied);
+}
+
+TEST(BenchThreads, ThreadsFlagAndOptionTogetherFail) {
+  BenchArgs args;
+  args.threads = 2;
+  args.options = {"KilnBackend.num_threads=4"};
+  ThreadPlan plan;
+  auto map = bench_backend_options(args, meta_with_backend("KilnBackend"), plan);
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.error(), Error::InvalidArgument);
+  EXPECT_THAT(map.status().message(), HasSubstr("--threads 2"));
+  EXPECT_THAT(map.status().message(), HasSubstr("KilnBackend.num_threads=4"));
+
+  args.threads.reset();
+  args.options = {"num_threads=4"};
+  EXPECT_THAT(bench_backend_options(args, meta_with_backend(""), plan).status().message(),
+              HasSubstr("expected BACKEND.KEY=VALUE"));
+}
+
+class BenchRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kiln_bench_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    program_ = (dir_ / "relu.kiln").string();
+    auto status = ProgramBuilder()
+                      .input("x", F32, {2, 3})
+                      .node("Relu", {"x"}, {"h"})
+                      .node("Add", {"h", "h"}, {"y"})
+                      .output("y")
+                      .build_to_file(program_);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  BenchArgs args() const {
+    BenchArgs args;
+    args.program = program_;
+    args.warmup = 2;
+    args.runs = 5;
+    return args;
+  }
+  std::string write_x(runtime::ScalarType dtype, std::vector<int64_t> shape) const {
+    const std::string path = (dir_ / "x.npy").string();
+    const size_t bytes = 6 * runtime::element_size(dtype);
+    auto status = write_npy(path, dtype, shape, std::vector<uint8_t>(bytes, 0));
+    EXPECT_TRUE(status.ok()) << status;
+    return path;
+  }
+
+  std::filesystem::path dir_;
+  std::string program_;
+};
+
+TEST_F(BenchRunTest, JsonHasEveryFieldAndSaneValues) {
+  auto report = run_bench(args());
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto json = bench_json(*report);
+  for (const char* key :
+       {"program", "method", "threads", "threads_applied", "inputs", "load_ms", "program_load_ms",
+        "method_load_ms", "cache", "first_run_ms", "warmup", "runs", "latency_ms", "run_ms"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  EXPECT_EQ(json["program"], program_);
+  EXPECT_EQ(json["method"], "forward");
+  EXPECT_EQ(json["threads"], 1);
+  EXPECT_EQ(json["threads_applied"], false);
+  EXPECT_EQ(json["cache"], "off");
+  EXPECT_EQ(json["warmup"], 2);
+  EXPECT_EQ(json["runs"], 5);
+  ASSERT_EQ(json["run_ms"].size(), 5u);
+  ASSERT_EQ(json["inputs"].size(), 1u);
+  EXPECT_EQ(json["inputs"][0]["name"], "x");
+  EXPECT_EQ(json["inputs"][0]["dtype"], "f32");
+  EXPECT_EQ(json["inputs"][0]["shape"], nlohmann::ordered_json({2, 3}));
+  EXPECT_EQ(json["inputs"][0]["source"], "random (seed 0)");
+
+  const double program_ms = json["program_load_ms"];
+  const double method_ms = json["method_load_ms"];
+  EXPECT_GE(program_ms, 0);
+  EXPECT_GE(method_ms, 0);
+  EXPECT_DOUBLE_EQ(json["load_ms"].get<double>(), program_ms + method_ms);
+  EXPECT_GT(json["first_run_ms"].get<double>(), 0);
+  const auto& latency = json["latency_ms"];
+  const double min = latency["min"], median = latency["median"], p90 = latency["p90"],
+               mean = latency["mean"];
+  EXPECT_GT(min, 0);
+  EXPECT_LE(min, median);
+  EXPECT_LE(median, p90);
+  EXPECT_GE(mean, min);
+  for (const auto& run : json["run_ms"]) EXPECT_GE(run.get<double>(), min);
+
+  const std::string text = bench_text(*report);
+  EXPECT_THAT(text, HasSubstr("method    forward"));
+  EXPECT_THAT(text, HasSubstr("input     x: f32 [2, 3] random (seed 0)"));
+  EXPECT_THAT(text, HasSubstr("cache off"));
+  EXPECT_THAT(text, HasSubstr("(5 runs after 2 warm-up)"));
+}
+
+TEST_F(BenchRunTest, ReadsInputsFromNpy) {
+  BenchArgs bench = args();
+  const std::string path = write_x(F32, {2, 3});
+  bench.inputs = {"x=" + path};
+  auto report = run_bench(bench);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->inputs.size(), 1u);
+  EXPECT_EQ(report->inputs[0].source, "from " + path);
+}
+
+TEST_F(BenchRunTest, ErrorsNameTheCulprit) {
+  BenchArgs bench = args();
+  bench.method = "nope";
+  auto report = run_bench(bench);
+  EXPECT_EQ(report.error(), Error::NotFound);
+  EXPECT_THAT(report.status().message(), HasSubstr("nope"));
+
+  bench = args();
+  bench.inputs = {"x=" + write_x(I64, {2, 3})};
+  report = run_bench(bench);
+  EXPECT_EQ(report.error(), Error::InvalidArgument);
+  EXPECT_THAT(report.status().message(), HasSubstr("dtype i64 (expected f32"));
+
+  bench = args();
+  bench.inputs = {"z=" + write_x(F32, {2, 3})};
+  report = run_bench(bench);
+  EXPECT_EQ(report.error(), Error::NotFound);
+  EXPECT_THAT(report.status().message(), HasSubstr("has no input 'z'"));
+
+  bench = args();
+  bench.inputs = {"x=" + write_x(F32, {3, 2})};
+  report = run_bench(bench);
+  EXPECT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(), HasSubstr("[3, 2]"));
+
+  bench = args();
+  bench.program = (dir_ / "absent.kiln").string();
+  report = run_bench(bench);
+  EXPECT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(), HasSubstr("absent.kiln"));
+}
+
+}  // namespace
+}  // namespace kiln::tools
