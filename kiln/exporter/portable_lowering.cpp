@@ -2,6 +2,7 @@
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/memory_planner.h>
 #include <kiln/runtime/executor/kernel_registry.h>
+#include <kiln/runtime/executor/program_verify.h>
 
 #include <map>
 
@@ -87,6 +88,13 @@ class Lowering {
 
   Status add_value(int index) {
     const ir::Value& v = graph_.values[index];
+    size_t rank = v.weight >= 0 ? model_.weights[v.weight].sizes.size() : v.type.shape.size();
+    if (rank > runtime::kMaxTensorRank) {
+      return Status(Error::NotSupported,
+                    "export function '" + graph_.name + "': value '" + v.name + "' has rank " +
+                        std::to_string(rank) + " (programs hold tensors of rank at most " +
+                        std::to_string(runtime::kMaxTensorRank) + ")");
+    }
     ValueSpec value;
     TensorSpec& t = value.tensor;
     t.dtype = v.type.dtype;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace kiln::exporter {
@@ -463,6 +464,31 @@ int64_t default_opset(const onnx::ModelProto& proto) {
   return 0;
 }
 
+// Every graph output (and every branch output, which may also name a value of an enclosing
+// graph) is a graph input, an initializer or a node output. ONNX's checker lets an undefined
+// output through, and its version converter then crashes, so this runs before the upgrade.
+Status check_outputs_defined(const onnx::GraphProto& graph, std::set<std::string> defined,
+                             const std::string& where) {
+  for (const auto& v : graph.input()) defined.insert(v.name());
+  for (const auto& init : graph.initializer()) defined.insert(init.name());
+  for (const auto& node : graph.node()) {
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) KILN_RETURN_IF_ERROR(check_outputs_defined(a.g(), defined, where));
+      for (const auto& g : a.graphs()) {
+        KILN_RETURN_IF_ERROR(check_outputs_defined(g, defined, where));
+      }
+    }
+    for (const auto& output : node.output()) defined.insert(output);
+  }
+  for (const auto& output : graph.output()) {
+    if (defined.count(output.name()) == 0) {
+      return Status(Error::InvalidProgram, where + ": graph '" + graph.name() + "' output '" +
+                                               output.name() + "' is produced by no node");
+    }
+  }
+  return Status();
+}
+
 // Kernels implement the opset-13 forms of operators (with the older attribute forms accepted
 // where they still parse the same). Older models are brought to opset 13 with ONNX's own version
 // converter; a model it cannot convert keeps its opset if that is at least 7.
@@ -507,12 +533,20 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
     return Status(Error::InvalidProgram, "import model '" + source_name + "': has no graph");
   }
   int64_t original_opset = default_opset(proto);
-  KILN_RETURN_IF_ERROR(upgrade_opset(proto, source_name));
-  try {
-    onnx::checker::check_model(proto);
-  } catch (const std::exception& e) {
-    return Status(Error::InvalidProgram,
-                  "import model '" + source_name + "': invalid model: " + e.what());
+  // ONNX's version converter trusts its input (it crashes on some malformed graphs), so the
+  // checker sees the model first, at its own opset, and again after the upgrade.
+  for (int pass = 0; pass < 2; ++pass) {
+    try {
+      onnx::checker::check_model(proto);
+    } catch (const std::exception& e) {
+      return Status(Error::InvalidProgram,
+                    "import model '" + source_name + "': invalid model: " + e.what());
+    }
+    if (pass == 0) {
+      KILN_RETURN_IF_ERROR(
+          check_outputs_defined(proto.graph(), {}, "import model '" + source_name + "'"));
+      KILN_RETURN_IF_ERROR(upgrade_opset(proto, source_name));
+    }
   }
   try {
     // Strict: a node whose inputs contradict its operator (an Add of [2, 3] and [4, 5]) is an

@@ -445,5 +445,28 @@ TEST(OnnxImport, ShapeContradictionNamesTheNodeAndOperator) {
   EXPECT_NE(second.status().message().find("bad_matmul"), std::string::npos) << second.status();
 }
 
+// Found by the importer fuzzer: ONNX's version converter crashed on an old-opset model whose
+// graph output no node produces (the checker lets that through), and a rank-18 tensor was
+// written into a program the runtime then refused to load.
+TEST(OnnxImport, FuzzerFindingsAreRejectedAtExport) {
+  OnnxModelBuilder undefined_output(9);
+  undefined_output.input("x", kF32, {1}).output("y", kF32, {1});
+  undefined_output.node("Relu", {"x"}, {"z"});
+  auto model = import_onnx(undefined_output.bytes(), "m.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.error(), Error::InvalidProgram);
+  EXPECT_NE(model.status().message().find("output 'y' is produced by no node"), std::string::npos)
+      << model.status();
+
+  OnnxModelBuilder deep;
+  std::vector<int64_t> dims(18, 1);
+  deep.input("x", kF32, dims).output("y", kF32, dims);
+  deep.node("Relu", {"x"}, {"y"});
+  auto exported = export_and_load(deep.bytes());
+  ASSERT_FALSE(exported.ok());
+  EXPECT_EQ(exported.error(), Error::NotSupported);
+  EXPECT_NE(exported.status().message().find("rank 18"), std::string::npos) << exported.status();
+}
+
 }  // namespace
 }  // namespace kiln::exporter
