@@ -489,6 +489,36 @@ Status check_outputs_defined(const onnx::GraphProto& graph, std::set<std::string
   return Status();
 }
 
+// Checks that ONNX 1.12's shape inference skips and then crashes on (it indexes W's dims by X's
+// rank): Conv-like nodes whose X and W ranks are known from the graph's declared types must
+// agree and be at least 3. Ranks known only after inference cannot be checked here.
+Status check_conv_ranks(const onnx::GraphProto& graph, const std::string& where) {
+  std::map<std::string, int> ranks;
+  auto note = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape()) {
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+    }
+  };
+  for (const auto& v : graph.input()) note(v);
+  for (const auto& v : graph.value_info()) note(v);
+  for (const auto& init : graph.initializer()) ranks[init.name()] = init.dims_size();
+  for (const auto& node : graph.node()) {
+    const std::string& op = node.op_type();
+    if (op != "Conv" && op != "ConvTranspose" && op != "ConvInteger") continue;
+    if (node.input_size() < 2) continue;
+    auto x = ranks.find(node.input(0));
+    auto w = ranks.find(node.input(1));
+    if (x == ranks.end() || w == ranks.end()) continue;
+    if (x->second != w->second || x->second < 3) {
+      return Status(Error::InvalidProgram,
+                    where + ": node '" + node.name() + "' (" + op + "): input X has rank " +
+                        std::to_string(x->second) + " and W rank " + std::to_string(w->second) +
+                        " (expected equal ranks of at least 3: batch, channels, spatial dims)");
+    }
+  }
+  return Status();
+}
+
 // Kernels implement the opset-13 forms of operators (with the older attribute forms accepted
 // where they still parse the same). Older models are brought to opset 13 with ONNX's own version
 // converter; a model it cannot convert keeps its opset if that is at least 7.
@@ -545,6 +575,7 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
     if (pass == 0) {
       KILN_RETURN_IF_ERROR(
           check_outputs_defined(proto.graph(), {}, "import model '" + source_name + "'"));
+      KILN_RETURN_IF_ERROR(check_conv_ranks(proto.graph(), "import model '" + source_name + "'"));
       KILN_RETURN_IF_ERROR(upgrade_opset(proto, source_name));
     }
   }
