@@ -5,8 +5,8 @@
 
 namespace kiln::engine::compile {
 
-using runtime::EValue;
 using runtime::Error;
+using runtime::EValue;
 using runtime::Result;
 using runtime::Span;
 using runtime::Status;
@@ -59,20 +59,17 @@ Result<Step> make_reference_step(CompiledFunctionImpl& impl, const ir::Node& nod
   for (int output : step.outputs) step.ref_outputs.push_back(&impl.slots[output]->value);
   CompiledFunctionImpl* owner = &impl;
   step.context = std::make_unique<runtime::KernelContext>(
-      node.op, [owner](EValue& value, Span<const int64_t> sizes) {
-        return owner->resize(value, sizes);
-      });
+      node.op,
+      [owner](EValue& value, Span<const int64_t> sizes) { return owner->resize(value, sizes); });
   return step;
 }
 
 Status run_step(CompiledFunctionImpl& impl, Step& step) {
-  Status status = step.cpu_op != nullptr
-                      ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
-                      : step.kernel(*step.context, step.ref_inputs, step.ref_outputs,
-                                    step.attributes);
+  Status status = step.cpu_op != nullptr ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
+                                         : step.kernel(*step.context, step.ref_inputs,
+                                                       step.ref_outputs, step.attributes);
   if (status.ok()) return status;
-  return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op +
-                             ")");
+  return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op + ")");
 }
 
 Status CompiledFunctionImpl::execute() {
@@ -105,14 +102,10 @@ runtime::ScalarType CompiledFunction::output_dtype(size_t i) const {
 const std::optional<std::vector<int64_t>>& CompiledFunction::output_sizes(size_t i) const {
   return impl_->slots[impl_->outputs[i]]->sizes;
 }
-const std::vector<PlacementEntry>& CompiledFunction::placement() const {
-  return impl_->placement;
-}
+const std::vector<PlacementEntry>& CompiledFunction::placement() const { return impl_->placement; }
 uint64_t CompiledFunction::arena_bytes() const { return impl_->arena_bytes; }
 bool CompiledFunction::is_static() const { return impl_->is_static; }
-uint64_t CompiledFunction::num_dynamic_allocations() const {
-  return impl_->dynamic_allocations;
-}
+uint64_t CompiledFunction::num_dynamic_allocations() const { return impl_->dynamic_allocations; }
 
 namespace {
 
@@ -135,10 +128,10 @@ Status check_inputs(const CompiledFunctionImpl& impl, Span<const Tensor* const> 
     }
     const std::vector<int64_t>& expected = impl.input_sizes[i];
     if (!std::equal(t->sizes().begin(), t->sizes().end(), expected.begin(), expected.end())) {
-      return Status(Error::InvalidArgument,
-                    subject + " has shape " + runtime::shape_to_string(t->sizes()) +
-                        " (expected " + runtime::shape_to_string(expected) +
-                        ", the shape this function was bound for)");
+      return Status(Error::InvalidArgument, subject + " has shape " +
+                                                runtime::shape_to_string(t->sizes()) +
+                                                " (expected " + runtime::shape_to_string(expected) +
+                                                ", the shape this function was bound for)");
     }
     if (!t->is_contiguous() || (t->data() == nullptr && t->numel() > 0)) {
       return Status(Error::InvalidArgument, subject + " is not a contiguous tensor with data");
@@ -160,9 +153,8 @@ Status check_outputs(const CompiledFunctionImpl& impl, Span<Tensor* const> outpu
     if (outputs[i] == nullptr) return Status(Error::InvalidArgument, subject + " is null");
     if (outputs[i]->dtype() != slot.dtype) {
       return Status(Error::InvalidArgument,
-                    subject + " has dtype " +
-                        std::string(runtime::to_string(outputs[i]->dtype())) + " (expected " +
-                        std::string(runtime::to_string(slot.dtype)) + ")");
+                    subject + " has dtype " + std::string(runtime::to_string(outputs[i]->dtype())) +
+                        " (expected " + std::string(runtime::to_string(slot.dtype)) + ")");
     }
   }
   return Status();

@@ -81,12 +81,12 @@ runtime::Status run_step(CompiledFunctionImpl& impl, Step& step);
 
 /// A fusion group found by `find_fusion`: the anchor (Conv, MatMul or Gemm) and what follows it.
 struct FusionGroup {
-  std::vector<size_t> absorbed;             ///< Node indices fused into the anchor, in order.
-  std::optional<int> bias;                  ///< A constant value fused as the anchor's bias.
-  std::vector<int64_t> bias_sizes;          ///< The sizes the op sees the bias with.
-  std::optional<int> residual;              ///< A value added to the result (AddResidual).
+  std::vector<size_t> absorbed;     ///< Node indices fused into the anchor, in order.
+  std::optional<int> bias;          ///< A constant value fused as the anchor's bias.
+  std::vector<int64_t> bias_sizes;  ///< The sizes the op sees the bias with.
+  std::optional<int> residual;      ///< A value added to the result (AddResidual).
   std::vector<cpu::PostOp> post_ops;
-  int output = -1;                          ///< The group's result (last absorbed node's).
+  int output = -1;  ///< The group's result (last absorbed node's).
 };
 
 /// What fusion needs to know of the function.

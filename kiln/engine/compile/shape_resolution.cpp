@@ -28,7 +28,8 @@ Status bind_input(const ir::Graph& graph, size_t index, const std::vector<int64_
                   std::map<std::string, int64_t>& bindings,
                   std::map<std::string, std::string>& bound_by) {
   const ir::Value& value = graph.values[static_cast<size_t>(graph.inputs[index])];
-  const std::string subject = "specialize function '" + graph.name + "': input '" + value.name + "'";
+  const std::string subject =
+      "specialize function '" + graph.name + "': input '" + value.name + "'";
   const auto& shape = value.type.shape;
   for (int64_t s : sizes) {
     if (s < 0) {
@@ -46,9 +47,9 @@ Status bind_input(const ir::Graph& graph, size_t index, const std::vector<int64_
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d].is_static()) {
       if (shape[d].value() != sizes[d]) {
-        return Status(Error::InvalidArgument,
-                      subject + " has shape " + runtime::shape_to_string(sizes) + " (expected " +
-                          value.type.to_string() + ")");
+        return Status(Error::InvalidArgument, subject + " has shape " +
+                                                  runtime::shape_to_string(sizes) + " (expected " +
+                                                  value.type.to_string() + ")");
       }
       continue;
     }
@@ -71,10 +72,10 @@ Status bind_input(const ir::Graph& graph, size_t index, const std::vector<int64_
 runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes(
     const ir::Graph& graph, const std::vector<std::vector<int64_t>>& input_sizes) {
   if (input_sizes.size() != graph.inputs.size()) {
-    return Status(Error::InvalidArgument,
-                  "specialize function '" + graph.name + "': got " +
-                      std::to_string(input_sizes.size()) + " input shapes (expected " +
-                      std::to_string(graph.inputs.size()) + ")");
+    return Status(Error::InvalidArgument, "specialize function '" + graph.name + "': got " +
+                                              std::to_string(input_sizes.size()) +
+                                              " input shapes (expected " +
+                                              std::to_string(graph.inputs.size()) + ")");
   }
   std::map<std::string, int64_t> bindings;
   std::map<std::string, std::string> bound_by;
@@ -101,20 +102,21 @@ runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes
   return sizes;
 }
 
-bool shape_is_data_independent(const ir::Node& node,
-                               const std::function<bool(int)>& is_constant,
+bool shape_is_data_independent(const ir::Node& node, const std::function<bool(int)>& is_constant,
                                const std::function<runtime::ScalarType(int)>& dtype_of) {
   static const std::set<std::string> kDataDependent = {
-      "NonZero", "NonMaxSuppression", "Unique", "Compress", "Loop", "Scan", "If",
-      "StringNormalizer", "TfIdfVectorizer"};
+      "NonZero", "NonMaxSuppression", "Unique",         "Compress", "Loop", "Scan",
+      "If",      "StringNormalizer",  "TfIdfVectorizer"};
   // Ops whose integer or bool inputs are data, not shapes: any value gives the same shape.
   static const std::set<std::string> kIntsAreData = {
-      "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Equal", "Less", "LessOrEqual", "Greater",
-      "GreaterOrEqual", "And", "Or", "Xor", "Not", "Cast", "CastLike", "Max", "Min", "Where",
-      "Identity", "Sign", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"};
+      "Add",        "Sub",       "Mul",        "Div",         "Mod",     "Neg",
+      "Abs",        "Equal",     "Less",       "LessOrEqual", "Greater", "GreaterOrEqual",
+      "And",        "Or",        "Xor",        "Not",         "Cast",    "CastLike",
+      "Max",        "Min",       "Where",      "Identity",    "Sign",    "BitShift",
+      "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"};
   static const std::map<std::string, size_t> kIndicesInput = {
-      {"Gather", 1}, {"GatherElements", 1}, {"GatherND", 1}, {"ScatterND", 1},
-      {"ScatterElements", 1}, {"Scatter", 1}, {"OneHot", 0}};
+      {"Gather", 1},          {"GatherElements", 1}, {"GatherND", 1}, {"ScatterND", 1},
+      {"ScatterElements", 1}, {"Scatter", 1},        {"OneHot", 0}};
   if (kDataDependent.count(node.op) != 0 || !node.regions.empty() || !node.domain.empty()) {
     return false;
   }

@@ -23,8 +23,7 @@ runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes
 /// its constant inputs (`is_constant(value)`), so one run on zeros reveals them: integer and
 /// bool inputs that are not constant may carry shapes, except where the op reads them as data
 /// (element-wise ops, Gather indices, ...).
-bool shape_is_data_independent(const ir::Node& node,
-                               const std::function<bool(int)>& is_constant,
+bool shape_is_data_independent(const ir::Node& node, const std::function<bool(int)>& is_constant,
                                const std::function<runtime::ScalarType(int)>& dtype_of);
 
 }  // namespace kiln::engine::compile

@@ -30,7 +30,10 @@ class Builder {
  public:
   Builder(const ir::Model& model, const ir::Graph& graph, std::vector<Tensor> weights,
           const CompileOptions& options)
-      : model_(model), graph_(graph), weights_(std::move(weights)), options_(options),
+      : model_(model),
+        graph_(graph),
+        weights_(std::move(weights)),
+        options_(options),
         impl_(std::make_unique<CompiledFunctionImpl>()) {}
 
   Result<std::unique_ptr<CompiledFunctionImpl>> build(
@@ -110,9 +113,8 @@ class Builder {
   }
 
   Result<bool> fold_shape_of(const ir::Node& node) {
-    if ((node.op != "Shape" && node.op != "Size") || node.inputs.empty() ||
-        node.inputs[0] < 0 || !slot(node.inputs[0]).sizes || node.outputs.size() != 1 ||
-        node.outputs[0] < 0) {
+    if ((node.op != "Shape" && node.op != "Size") || node.inputs.empty() || node.inputs[0] < 0 ||
+        !slot(node.inputs[0]).sizes || node.outputs.size() != 1 || node.outputs[0] < 0) {
       return false;
     }
     const std::vector<int64_t>& sizes = *slot(node.inputs[0]).sizes;
@@ -259,9 +261,8 @@ class Builder {
   }
 
   Status place(size_t n);
-  Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node,
-                                                 const FusionGroup* group, Step& step,
-                                                 std::string& why);
+  Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node, const FusionGroup* group,
+                                                 Step& step, std::string& why);
   Status plan_memory();
 
   const ir::Model& model_;
@@ -288,8 +289,8 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
     inputs.push_back(*group->bias);
     constants.assign(inputs.size(), nullptr);
     const Tensor& bias = slot(*group->bias).tensor();
-    step.views.push_back(std::make_unique<Tensor>(bias.dtype(), group->bias_sizes,
-                                                  const_cast<void*>(bias.data())));
+    step.views.push_back(
+        std::make_unique<Tensor>(bias.dtype(), group->bias_sizes, const_cast<void*>(bias.data())));
     constants.back() = step.views.back().get();
   }
   if (group != nullptr && group->residual) {
@@ -300,9 +301,10 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
     int v = inputs[i];
     desc.inputs_present.push_back(v >= 0);
     bool is_bias = group != nullptr && group->bias && i == 2;
-    desc.inputs.push_back(cpu::TensorDesc{
-        v >= 0 ? slot(v).dtype : ScalarType::Float32,
-        is_bias ? group->bias_sizes : v >= 0 ? *slot(v).sizes : std::vector<int64_t>{}});
+    desc.inputs.push_back(cpu::TensorDesc{v >= 0 ? slot(v).dtype : ScalarType::Float32,
+                                          is_bias  ? group->bias_sizes
+                                          : v >= 0 ? *slot(v).sizes
+                                                   : std::vector<int64_t>{}});
     if (constants[i] == nullptr && v >= 0 && slot(v).kind == Slot::Kind::Constant) {
       constants[i] = &slot(v).tensor();
     }
@@ -345,8 +347,8 @@ Status Builder::place(size_t n) {
         auto op = try_cpu_op(node, &*group, step, why);
         if (op.ok()) {
           step.cpu_op = std::move(*op);
-          step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {},
-                                          step.cpu_op->describe()};
+          step.placement =
+              PlacementEntry{node.name, node.op, "cpu:onednn", {}, step.cpu_op->describe()};
           for (size_t a : group->absorbed) {
             absorbed_[a] = true;
             step.placement.fused.push_back(describe_node(graph_.nodes[a]));
@@ -360,8 +362,8 @@ Status Builder::place(size_t n) {
     auto op = try_cpu_op(node, nullptr, step, why);
     if (op.ok()) {
       step.cpu_op = std::move(*op);
-      step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {},
-                                      step.cpu_op->describe()};
+      step.placement =
+          PlacementEntry{node.name, node.op, "cpu:onednn", {}, step.cpu_op->describe()};
       impl_->steps.push_back(std::move(step));
       return Status();
     }
@@ -403,8 +405,9 @@ Status Builder::plan_memory() {
     }
     KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(*s.sizes));
     s.kind = Slot::Kind::Planned;
-    lifetimes.push_back(plan::Lifetime{first[v], std::max(first[v], last[v]),
-                                       static_cast<uint64_t>(numel) * runtime::element_size(s.dtype)});
+    lifetimes.push_back(
+        plan::Lifetime{first[v], std::max(first[v], last[v]),
+                       static_cast<uint64_t>(numel) * runtime::element_size(s.dtype)});
     planned.push_back(static_cast<int>(v));
   }
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
@@ -434,10 +437,10 @@ Status Builder::plan_memory() {
 Result<std::vector<Tensor>> weight_tensors(const ir::Model& model, const CompileOptions& options) {
   bool external = !options.weight_data.empty();
   if (external && options.weight_data.size() != model.weights.size()) {
-    return Status(Error::InvalidArgument,
-                  "specialize: weight_data has " + std::to_string(options.weight_data.size()) +
-                      " entries (expected one per weight, " +
-                      std::to_string(model.weights.size()) + ")");
+    return Status(Error::InvalidArgument, "specialize: weight_data has " +
+                                              std::to_string(options.weight_data.size()) +
+                                              " entries (expected one per weight, " +
+                                              std::to_string(model.weights.size()) + ")");
   }
   std::vector<Tensor> tensors;
   for (size_t i = 0; i < model.weights.size(); ++i) {

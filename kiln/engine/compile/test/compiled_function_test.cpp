@@ -150,8 +150,8 @@ std::vector<Buffer> interpret(const ir::Model& model, const std::vector<const Te
       auto& w = const_cast<ir::Weight&>(model.weights[value.weight]);
       values[v] = EValue(Tensor(w.dtype, w.sizes, w.data.data()));
     } else {
-      values[v] = EValue(Tensor(value.type.dtype, {}, nullptr,
-                                runtime::ShapeDynamism::Unbounded, 0));
+      values[v] =
+          EValue(Tensor(value.type.dtype, {}, nullptr, runtime::ShapeDynamism::Unbounded, 0));
     }
   }
   for (size_t i = 0; i < g.inputs.size(); ++i) values[g.inputs[i]] = EValue(*inputs[i]);
@@ -164,8 +164,8 @@ std::vector<Buffer> interpret(const ir::Model& model, const std::vector<const Te
       if (node.outputs[i] >= 0) {
         out.push_back(&values[node.outputs[i]]);
       } else {
-        scratch[i] = EValue(Tensor(ScalarType::Float32, {}, nullptr,
-                                   runtime::ShapeDynamism::Unbounded, 0));
+        scratch[i] =
+            EValue(Tensor(ScalarType::Float32, {}, nullptr, runtime::ShapeDynamism::Unbounded, 0));
         out.push_back(&scratch[i]);
       }
     }
@@ -187,7 +187,8 @@ std::vector<Buffer> interpret(const ir::Model& model, const std::vector<const Te
       return e.to_tensor().resize(s);
     });
     std::vector<std::pair<std::string, EValue>> attributes;
-    for (const auto& a : node.attributes) attributes.emplace_back(a.name, *ir::scalar_attribute(a.value));
+    for (const auto& a : node.attributes)
+      attributes.emplace_back(a.name, *ir::scalar_attribute(a.value));
     runtime::KernelFunction kernel = runtime::get_kernel(node.op);
     EXPECT_NE(kernel, nullptr) << node.op;
     Status status = kernel(context, in, out, runtime::Attributes(std::move(attributes)));
@@ -200,8 +201,8 @@ std::vector<Buffer> interpret(const ir::Model& model, const std::vector<const Te
     b.bytes.assign(static_cast<const uint8_t*>(t.data()),
                    static_cast<const uint8_t*>(t.data()) + t.nbytes());
     b.bytes.resize(std::max<size_t>(b.bytes.size(), 1));
-    b.tensor = Tensor(t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
-                      b.bytes.data());
+    b.tensor =
+        Tensor(t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), b.bytes.data());
     results.push_back(std::move(b));
   }
   return results;
@@ -554,9 +555,8 @@ TEST(ModelLoader, LoadsFromAPackageWithoutCopyingWeights) {
   ASSERT_TRUE(bytes.ok());
   std::vector<uint64_t> aligned((bytes->size() + 7) / 8);
   std::memcpy(aligned.data(), bytes->data(), bytes->size());
-  auto view = package::PackageView::open(
-      runtime::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(aligned.data()),
-                                   bytes->size()));
+  auto view = package::PackageView::open(runtime::Span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(aligned.data()), bytes->size()));
   ASSERT_TRUE(view.ok()) << view.status().to_string();
   auto loaded = ModelLoader::load(*view, cpu_only());
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
