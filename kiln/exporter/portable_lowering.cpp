@@ -1,6 +1,6 @@
 // lower_to_portable: an IR function → a method of KernelCalls over planned memory.
 #include <kiln/exporter/export.h>
-#include <kiln/exporter/memory_planner.h>
+#include <kiln/engine/plan/memory_planner.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 #include <kiln/runtime/executor/program_verify.h>
 
@@ -243,7 +243,7 @@ class Lowering {
     }
     for (int output : method_.outputs) last[output] = end;
     for (int input : method_.inputs) last[input] = std::max(last[input], 0);
-    std::vector<Lifetime> lifetimes;
+    std::vector<engine::plan::Lifetime> lifetimes;
     std::vector<int> planned;
     for (size_t i = 0; i < method_.values.size(); ++i) {
       const ValueSpec& v = method_.values[i];
@@ -253,11 +253,11 @@ class Lowering {
       }
       uint64_t bytes = runtime::element_size(v.tensor.dtype);
       for (int64_t s : v.tensor.sizes) bytes *= static_cast<uint64_t>(s);
-      lifetimes.push_back(Lifetime{first[i], std::max(first[i], last[i]), bytes});
+      lifetimes.push_back(engine::plan::Lifetime{first[i], std::max(first[i], last[i]), bytes});
       planned.push_back(static_cast<int>(i));
     }
     if (planned.empty()) return;
-    MemoryPlan memory = plan_memory(lifetimes);
+    engine::plan::MemoryPlan memory = engine::plan::plan_memory(lifetimes);
     method_.arena_sizes.push_back(memory.arena_size);
     for (size_t k = 0; k < planned.size(); ++k) {
       method_.values[planned[k]].tensor.arena = 0;

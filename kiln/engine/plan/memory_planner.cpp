@@ -1,9 +1,9 @@
-#include <kiln/exporter/memory_planner.h>
+#include <kiln/engine/plan/memory_planner.h>
 
 #include <algorithm>
 #include <numeric>
 
-namespace kiln::exporter {
+namespace kiln::engine::plan {
 
 MemoryPlan plan_memory(const std::vector<Lifetime>& lifetimes, uint64_t alignment) {
   MemoryPlan plan;
@@ -38,4 +38,4 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& lifetimes, uint64_t alignmen
   return plan;
 }
 
-}  // namespace kiln::exporter
+}  // namespace kiln::engine::plan

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace kiln::exporter {
+namespace kiln::engine::plan {
 
 /// A buffer to place: alive from instruction `first` to instruction `last` (inclusive).
 struct Lifetime {
@@ -22,4 +22,4 @@ struct MemoryPlan {
 /// the buffers it overlaps in time (the greedy-by-size heuristic TFLite uses).
 MemoryPlan plan_memory(const std::vector<Lifetime>& lifetimes, uint64_t alignment = 64);
 
-}  // namespace kiln::exporter
+}  // namespace kiln::engine::plan

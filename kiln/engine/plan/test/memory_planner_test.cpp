@@ -1,10 +1,10 @@
-#include <kiln/exporter/memory_planner.h>
+#include <kiln/engine/plan/memory_planner.h>
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-namespace kiln::exporter {
+namespace kiln::engine::plan {
 namespace {
 
 bool overlap(const Lifetime& a, const Lifetime& b) { return a.first <= b.last && b.first <= a.last; }
@@ -42,4 +42,4 @@ TEST(MemoryPlanner, RandomPlansNeverOverlapLiveBuffers) {
 }
 
 }  // namespace
-}  // namespace kiln::exporter
+}  // namespace kiln::engine::plan

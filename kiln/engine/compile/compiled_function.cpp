@@ -1,0 +1,192 @@
+// The run-time half of a compiled function: steps over slots, input/output checks.
+#include <kiln/engine/compile/function_plan.h>
+
+#include <cstring>
+
+namespace kiln::engine::compile {
+
+using runtime::Error;
+using runtime::EValue;
+using runtime::Result;
+using runtime::Span;
+using runtime::Status;
+using runtime::Tensor;
+
+Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
+  Tensor& tensor = value.to_tensor();
+  if (tensor.shape_dynamism() != runtime::ShapeDynamism::Unbounded) return tensor.resize(sizes);
+  auto numel = runtime::checked_numel(sizes);
+  if (!numel.ok()) return numel.status();
+  size_t bytes = static_cast<size_t>(*numel) * tensor.element_size();
+  if (bytes > tensor.capacity_bytes() || tensor.data() == nullptr) {
+    for (auto& slot : slots) {
+      if (&slot->value != &value) continue;
+      // Grow geometrically so a slowly growing shape does not allocate on every call.
+      slot->storage.resize(std::max<size_t>({bytes, slot->storage.size() * 2, 64}));
+      tensor.set_data(slot->storage.data(), slot->storage.size());
+      ++dynamic_allocations;
+      break;
+    }
+  }
+  return tensor.resize(sizes);
+}
+
+Result<Step> make_reference_step(CompiledFunctionImpl& impl, const ir::Node& node,
+                                 const std::vector<Tensor>& weights, std::vector<int> outputs) {
+  Step step;
+  step.kernel = runtime::get_kernel(node.op);
+  if (step.kernel == nullptr || !node.domain.empty()) {
+    return Status(Error::OperatorMissing, "specialize node '" + node.name + "': no kernel for " +
+                                              "operator " + node.op +
+                                              (node.domain.empty() ? "" : " of " + node.domain));
+  }
+  step.placement = PlacementEntry{node.name, node.op, "cpu:reference", {}, {}};
+  step.inputs = node.inputs;
+  step.outputs = std::move(outputs);
+  std::vector<std::pair<std::string, EValue>> attributes;
+  for (const auto& attribute : node.attributes) {
+    if (auto scalar = ir::scalar_attribute(attribute.value)) {
+      attributes.emplace_back(attribute.name, std::move(*scalar));
+    } else {
+      int w = std::get<ir::WeightRef>(attribute.value).weight;
+      attributes.emplace_back(attribute.name, EValue(weights[static_cast<size_t>(w)]));
+    }
+  }
+  step.attributes = runtime::Attributes(std::move(attributes));
+  for (int input : step.inputs) {
+    step.ref_inputs.push_back(input >= 0 ? &impl.slots[input]->value : &impl.none);
+  }
+  for (int output : step.outputs) step.ref_outputs.push_back(&impl.slots[output]->value);
+  CompiledFunctionImpl* owner = &impl;
+  step.context = std::make_unique<runtime::KernelContext>(
+      node.op,
+      [owner](EValue& value, Span<const int64_t> sizes) { return owner->resize(value, sizes); });
+  return step;
+}
+
+Status run_step(CompiledFunctionImpl& impl, Step& step) {
+  Status status = step.cpu_op != nullptr ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
+                                         : step.kernel(*step.context, step.ref_inputs,
+                                                       step.ref_outputs, step.attributes);
+  if (status.ok()) return status;
+  return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op + ")");
+}
+
+Status CompiledFunctionImpl::execute() {
+  for (Step& step : steps) KILN_RETURN_IF_ERROR(run_step(*this, step));
+  return Status();
+}
+
+CompiledFunction::CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl)
+    : impl_(std::move(impl)) {}
+CompiledFunction::~CompiledFunction() = default;
+
+const std::string& CompiledFunction::name() const { return impl_->name; }
+size_t CompiledFunction::num_inputs() const { return impl_->inputs.size(); }
+size_t CompiledFunction::num_outputs() const { return impl_->outputs.size(); }
+const std::string& CompiledFunction::input_name(size_t i) const {
+  return impl_->slots[impl_->inputs[i]]->name;
+}
+const std::string& CompiledFunction::output_name(size_t i) const {
+  return impl_->slots[impl_->outputs[i]]->name;
+}
+runtime::ScalarType CompiledFunction::input_dtype(size_t i) const {
+  return impl_->slots[impl_->inputs[i]]->dtype;
+}
+const std::vector<int64_t>& CompiledFunction::input_sizes(size_t i) const {
+  return impl_->input_sizes[i];
+}
+runtime::ScalarType CompiledFunction::output_dtype(size_t i) const {
+  return impl_->slots[impl_->outputs[i]]->dtype;
+}
+const std::optional<std::vector<int64_t>>& CompiledFunction::output_sizes(size_t i) const {
+  return impl_->slots[impl_->outputs[i]]->sizes;
+}
+const std::vector<PlacementEntry>& CompiledFunction::placement() const { return impl_->placement; }
+uint64_t CompiledFunction::arena_bytes() const { return impl_->arena_bytes; }
+bool CompiledFunction::is_static() const { return impl_->is_static; }
+uint64_t CompiledFunction::num_dynamic_allocations() const { return impl_->dynamic_allocations; }
+
+namespace {
+
+Status check_inputs(const CompiledFunctionImpl& impl, Span<const Tensor* const> inputs) {
+  const std::string action = "run function '" + impl.name + "'";
+  if (inputs.size() != impl.inputs.size()) {
+    return Status(Error::InvalidArgument, action + ": got " + std::to_string(inputs.size()) +
+                                              " inputs (expected " +
+                                              std::to_string(impl.inputs.size()) + ")");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Slot& slot = *impl.slots[impl.inputs[i]];
+    const Tensor* t = inputs[i];
+    const std::string subject = action + ": input '" + slot.name + "'";
+    if (t == nullptr) return Status(Error::InvalidArgument, subject + " is null");
+    if (t->dtype() != slot.dtype) {
+      return Status(Error::InvalidArgument,
+                    subject + " has dtype " + std::string(runtime::to_string(t->dtype())) +
+                        " (expected " + std::string(runtime::to_string(slot.dtype)) + ")");
+    }
+    const std::vector<int64_t>& expected = impl.input_sizes[i];
+    if (!std::equal(t->sizes().begin(), t->sizes().end(), expected.begin(), expected.end())) {
+      return Status(Error::InvalidArgument, subject + " has shape " +
+                                                runtime::shape_to_string(t->sizes()) +
+                                                " (expected " + runtime::shape_to_string(expected) +
+                                                ", the shape this function was bound for)");
+    }
+    if (!t->is_contiguous() || (t->data() == nullptr && t->numel() > 0)) {
+      return Status(Error::InvalidArgument, subject + " is not a contiguous tensor with data");
+    }
+  }
+  return Status();
+}
+
+Status check_outputs(const CompiledFunctionImpl& impl, Span<Tensor* const> outputs) {
+  const std::string action = "run function '" + impl.name + "'";
+  if (outputs.size() != impl.outputs.size()) {
+    return Status(Error::InvalidArgument, action + ": got " + std::to_string(outputs.size()) +
+                                              " outputs (expected " +
+                                              std::to_string(impl.outputs.size()) + ")");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Slot& slot = *impl.slots[impl.outputs[i]];
+    const std::string subject = action + ": output '" + slot.name + "'";
+    if (outputs[i] == nullptr) return Status(Error::InvalidArgument, subject + " is null");
+    if (outputs[i]->dtype() != slot.dtype) {
+      return Status(Error::InvalidArgument,
+                    subject + " has dtype " + std::string(runtime::to_string(outputs[i]->dtype())) +
+                        " (expected " + std::string(runtime::to_string(slot.dtype)) + ")");
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* const> outputs) {
+  CompiledFunctionImpl& impl = *impl_;
+  KILN_RETURN_IF_ERROR(check_inputs(impl, inputs));
+  KILN_RETURN_IF_ERROR(check_outputs(impl, outputs));
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    impl.slots[impl.inputs[i]]->tensor().set_data(const_cast<void*>(inputs[i]->data()),
+                                                  inputs[i]->nbytes());
+  }
+  KILN_RETURN_IF_ERROR(impl.execute());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Slot& slot = *impl.slots[impl.outputs[i]];
+    const Tensor& result = slot.tensor();
+    Status status = outputs[i]->resize(result.sizes());
+    if (!status.ok()) {
+      return Status(Error::InvalidArgument,
+                    "run function '" + impl.name + "': output '" + slot.name + "' has shape " +
+                        runtime::shape_to_string(outputs[i]->sizes()) + " (expected " +
+                        runtime::shape_to_string(result.sizes()) + "): " + status.message());
+    }
+    if (result.nbytes() > 0) {
+      std::memcpy(outputs[i]->mutable_data(), result.data(), result.nbytes());
+    }
+  }
+  return Status();
+}
+
+}  // namespace kiln::engine::compile

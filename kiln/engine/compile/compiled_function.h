@@ -1,0 +1,122 @@
+#pragma once
+
+#include <kiln/engine/ir/graph.h>
+#include <kiln/engine/specialization/specialization_options.h>
+#include <kiln/runtime/core/result.h>
+#include <kiln/runtime/core/span.h>
+#include <kiln/runtime/core/status.h>
+#include <kiln/runtime/core/tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+/// Specialization of one function of a model for concrete input shapes (DESIGN.md §4): shape
+/// resolution → constant folding → fusion → placement → static memory plan → kernel selection
+/// and weight pre-packing. The result runs without allocating activation memory per call.
+namespace kiln::engine::compile {
+
+/// How `specialize` compiles, beyond what `SpecializationOptions` says.
+struct CompileOptions {
+  /// Fuse Conv/MatMul/Gemm with a following bias Add, residual Add and activation (Relu, Clip,
+  /// Sigmoid, Tanh, Gelu) into one oneDNN op. Trade-off: off only for debugging and tests (fewer
+  /// passes over memory when on); results agree either way within rounding. Default: true.
+  bool fuse = true;
+  /// Intra-op threads of the oneDNN ops, at creation and at run; 0: oneDNN's default (all
+  /// cores). Reference kernels run on the calling thread. Default: 0.
+  int num_threads = 0;
+  /// The bytes of each weight of the model, indexed like `ir::Model::weights`, for a model whose
+  /// weights hold no data (a `package::PackageView`'s model). Empty: each weight's own `data`.
+  /// The bytes are referenced, not copied: they must outlive the compiled function.
+  std::vector<runtime::Span<const uint8_t>> weight_data;
+};
+
+/// Where one step of a compiled function runs.
+struct PlacementEntry {
+  std::string node;                ///< The node's name (the first node of a fused group).
+  std::string op;                  ///< Its ONNX op type.
+  std::string device;              ///< "cpu:onednn" or "cpu:reference".
+  std::vector<std::string> fused;  ///< Nodes fused into it, as "name (op)", in order.
+  /// For oneDNN, the implementation chosen (`CpuOp::describe()`); for the reference kernels,
+  /// why (e.g. "no oneDNN implementation", "shape known only at run time").
+  std::string detail;
+};
+
+class CompiledFunctionImpl;
+
+/// One function of a model compiled for one set of input shapes.
+///
+/// Weights are referenced from the model (or `CompileOptions::weight_data`), not copied; the
+/// model's weights must outlive this object. Values whose shapes are known at compile time live
+/// in one arena planned and allocated at `specialize`; values whose shapes depend on data
+/// (NonZero, NonMaxSuppression, ...) live in storage that grows on demand and is kept between
+/// runs. Thread-safety: `run` serializes concurrent calls with an internal lock (the oneDNN ops
+/// own their scratch buffers); the accessors are safe from any thread.
+class CompiledFunction {
+ public:
+  ~CompiledFunction();
+  CompiledFunction(const CompiledFunction&) = delete;
+  CompiledFunction& operator=(const CompiledFunction&) = delete;
+
+  const std::string& name() const;
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+  const std::string& input_name(size_t index) const;
+  const std::string& output_name(size_t index) const;
+  runtime::ScalarType input_dtype(size_t index) const;
+  /// The sizes the function was compiled for.
+  const std::vector<int64_t>& input_sizes(size_t index) const;
+  runtime::ScalarType output_dtype(size_t index) const;
+  /// The output's sizes when known at compile time; empty optional when they depend on data.
+  const std::optional<std::vector<int64_t>>& output_sizes(size_t index) const;
+
+  /// One entry per step, in execution order.
+  const std::vector<PlacementEntry>& placement() const;
+  /// Bytes of the activation arena (allocated once at `specialize`).
+  uint64_t arena_bytes() const;
+  /// True when every value's shape was resolved at compile time (a fully static plan).
+  bool is_static() const;
+  /// How many times run-time storage of data-dependent values grew (0 for a static plan).
+  uint64_t num_dynamic_allocations() const;
+
+  /// Runs the function. `inputs` follow the function's inputs; each must have the compiled
+  /// dtype and sizes and be contiguous; its data is read in place, never written. Each output
+  /// tensor must have the output's dtype; it is resized to the result's sizes (so a Static
+  /// tensor must already have them, a Bounded one the capacity) and the result is copied into
+  /// it. Errors: InvalidArgument naming the input or output, the shape or dtype given and the
+  /// one expected, or a wrong count; a kernel's own error with the node named.
+  runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
+                      runtime::Span<runtime::Tensor* const> outputs);
+
+ private:
+  friend runtime::Result<std::unique_ptr<CompiledFunction>> specialize(
+      const ir::Model&, std::string_view, const std::vector<std::vector<int64_t>>&,
+      const specialization::SpecializationOptions&, const CompileOptions&);
+  explicit CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl);
+
+  std::unique_ptr<CompiledFunctionImpl> impl_;
+  std::mutex run_mutex_;
+};
+
+/// Compiles `function` of `model` for `input_sizes` (one entry per function input, in order).
+/// Symbolic dims of the inputs are bound from the sizes given and every value's shape is
+/// evaluated from them; constant subgraphs (all inputs weights, or Shape/Size of a known shape)
+/// are folded; Conv/MatMul/Gemm chains are fused; each step is placed on oneDNN when
+/// `cpu::CpuOp` implements it for those shapes, else on the registered reference kernel.
+/// Only the CPU is placed on today, so the options must allow it.
+///
+/// Errors: NotFound for an unknown function; InvalidArgument naming the input for a wrong
+/// number of inputs, a wrong rank, a size that contradicts a static dim or an earlier binding of
+/// the same symbol; NotSupported naming the options' identifier when they do not allow the CPU,
+/// or naming the node for a data-dependent If (node regions are not compiled yet: export such a
+/// model for the portable path); OperatorMissing naming a node no kernel implements; a
+/// kernel's error, with the node named, when folding fails on invalid constants.
+runtime::Result<std::unique_ptr<CompiledFunction>> specialize(
+    const ir::Model& model, std::string_view function,
+    const std::vector<std::vector<int64_t>>& input_sizes,
+    const specialization::SpecializationOptions& options, const CompileOptions& compile = {});
+
+}  // namespace kiln::engine::compile

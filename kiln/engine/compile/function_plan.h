@@ -1,0 +1,105 @@
+#pragma once
+// Internal to kiln/engine/compile: the parts a compiled function is made of.
+
+#include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/runtime/core/evalue.h>
+#include <kiln/runtime/executor/kernel_registry.h>
+
+#include <map>
+#include <optional>
+
+namespace kiln::engine::compile {
+
+/// One value of the function at run time.
+struct Slot {
+  enum class Kind {
+    Unused,    ///< Never materialized (fused away, or read by no step).
+    Input,     ///< A function input: points at the caller's data during `run`.
+    Constant,  ///< A weight (model bytes) or a folded value (bytes in `storage`).
+    Planned,   ///< Static shape: a fixed place in the arena.
+    Dynamic,   ///< Shape known at run time only: `storage` grows on demand.
+  };
+  Kind kind = Kind::Unused;
+  std::string name;
+  runtime::ScalarType dtype = runtime::ScalarType::Float32;
+  std::optional<std::vector<int64_t>> sizes;  ///< Resolved at compile time.
+  uint64_t offset = 0;                        ///< Planned only.
+  runtime::EValue value;                      ///< Holds the Tensor steps read and write.
+  std::vector<uint8_t> storage;               ///< Dynamic values and folded constants.
+
+  runtime::Tensor& tensor() { return value.to_tensor(); }
+};
+
+/// One step: a oneDNN op (possibly fused) or a reference kernel call.
+struct Step {
+  PlacementEntry placement;
+  std::vector<int> inputs;   ///< Slot indices (-1: absent), as the implementation takes them.
+  std::vector<int> outputs;  ///< Slot indices.
+
+  std::unique_ptr<cpu::CpuOp> cpu_op;
+  std::vector<const runtime::Tensor*> cpu_inputs;
+  std::vector<runtime::Tensor*> cpu_outputs;
+  std::vector<std::unique_ptr<runtime::Tensor>> views;  ///< Reshaped constant views (biases).
+
+  runtime::KernelFunction kernel = nullptr;
+  runtime::Attributes attributes;
+  std::vector<runtime::EValue*> ref_inputs, ref_outputs;
+  std::unique_ptr<runtime::KernelContext> context;
+};
+
+class CompiledFunctionImpl {
+ public:
+  std::string name;
+  std::vector<int> inputs, outputs;  ///< Slot indices.
+  std::vector<std::vector<int64_t>> input_sizes;
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<Step> steps;
+  std::vector<PlacementEntry> placement;
+  std::vector<uint8_t> arena;  ///< Over-allocated by the alignment; `arena_base` is aligned.
+  uint8_t* arena_base = nullptr;
+  uint64_t arena_bytes = 0;
+  bool is_static = true;
+  uint64_t dynamic_allocations = 0;
+  runtime::EValue none;
+
+  /// Resize callback of reference kernels: Planned (static) tensors keep their sizes, Dynamic
+  /// ones grow their storage.
+  runtime::Status resize(runtime::EValue& value, runtime::Span<const int64_t> sizes);
+  /// Runs every step once (no locking, no validation).
+  runtime::Status execute();
+};
+
+/// Makes a reference-kernel step for `node` over `slots` (a KernelContext bound to `impl`).
+/// Errors: OperatorMissing naming the node when no kernel is registered for its op.
+runtime::Result<Step> make_reference_step(CompiledFunctionImpl& impl, const ir::Node& node,
+                                          const std::vector<runtime::Tensor>& weights,
+                                          std::vector<int> outputs);
+
+/// Runs one step. Errors: the implementation's, with the node named.
+runtime::Status run_step(CompiledFunctionImpl& impl, Step& step);
+
+/// A fusion group found by `find_fusion`: the anchor (Conv, MatMul or Gemm) and what follows it.
+struct FusionGroup {
+  std::vector<size_t> absorbed;     ///< Node indices fused into the anchor, in order.
+  std::optional<int> bias;          ///< A constant value fused as the anchor's bias.
+  std::vector<int64_t> bias_sizes;  ///< The sizes the op sees the bias with.
+  std::optional<int> residual;      ///< A value added to the result (AddResidual).
+  std::vector<cpu::PostOp> post_ops;
+  int output = -1;  ///< The group's result (last absorbed node's).
+};
+
+/// What fusion needs to know of the function.
+struct FusionContext {
+  const ir::Graph& graph;
+  const std::vector<std::unique_ptr<Slot>>& slots;  ///< Kinds and sizes resolved.
+  const std::vector<int>& num_uses;                 ///< Per value: reads by nodes and outputs.
+  const std::vector<int>& consumer;                 ///< Per value: its one reading node or -1.
+  const std::vector<int>& producer;                 ///< Per value: its node or -1.
+  const std::vector<bool>& absorbed;                ///< Nodes already fused away.
+};
+
+/// The longest fusable chain after node `anchor`, or empty when nothing fuses.
+std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anchor);
+
+}  // namespace kiln::engine::compile

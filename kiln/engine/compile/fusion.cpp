@@ -1,0 +1,140 @@
+// Fusion: Conv/MatMul/Gemm followed by a bias Add, one residual Add and activations becomes one
+// oneDNN op with a bias and post-ops. A fused node is one whose input is the chain's current
+// result, read by that node alone and not a function output.
+#include <kiln/engine/compile/function_plan.h>
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::engine::compile {
+
+namespace {
+
+using cpu::PostOp;
+using cpu::PostOpKind;
+using runtime::ScalarType;
+
+bool is_constant(const FusionContext& c, int value) {
+  return value >= 0 && c.slots[value]->kind == Slot::Kind::Constant;
+}
+
+const std::vector<int64_t>* static_sizes(const FusionContext& c, int value) {
+  if (value < 0 || !c.slots[value]->sizes) return nullptr;
+  return &*c.slots[value]->sizes;
+}
+
+// A constant scalar input of Clip (opset 11+), as float; nullopt when absent or not constant.
+std::optional<float> constant_scalar(const FusionContext& c, const ir::Node& node, size_t index,
+                                     bool& ok) {
+  if (index >= node.inputs.size() || node.inputs[index] < 0) return std::nullopt;
+  int value = node.inputs[index];
+  const Slot& slot = *c.slots[value];
+  if (slot.kind != Slot::Kind::Constant || slot.dtype != ScalarType::Float32 ||
+      slot.value.to_tensor().numel() != 1) {
+    ok = false;
+    return std::nullopt;
+  }
+  return *slot.value.to_tensor().data_ptr<float>();
+}
+
+std::optional<PostOp> activation(const FusionContext& c, const ir::Node& node) {
+  if (node.op == "Relu") return PostOp{PostOpKind::Relu};
+  if (node.op == "Sigmoid") return PostOp{PostOpKind::Sigmoid};
+  if (node.op == "Tanh") return PostOp{PostOpKind::Tanh};
+  if (node.op == "Gelu") {
+    const ir::Attribute* a = node.attribute("approximate");
+    const auto* s = a ? std::get_if<std::string>(&a->value) : nullptr;
+    if (a != nullptr && s == nullptr) return std::nullopt;
+    if (s != nullptr && *s != "none" && *s != "tanh") return std::nullopt;
+    return PostOp{PostOpKind::Gelu, s != nullptr && *s == "tanh" ? 1.0f : 0.0f};
+  }
+  if (node.op == "Clip") {
+    float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+    if (const auto* a = node.attribute("min")) lo = static_cast<float>(std::get<double>(a->value));
+    if (const auto* a = node.attribute("max")) hi = static_cast<float>(std::get<double>(a->value));
+    bool ok = true;
+    if (auto v = constant_scalar(c, node, 1, ok)) lo = *v;
+    if (auto v = constant_scalar(c, node, 2, ok)) hi = *v;
+    if (!ok) return std::nullopt;
+    return PostOp{PostOpKind::Clip, lo, hi};
+  }
+  return std::nullopt;
+}
+
+// The sizes the op takes its bias with, when `bias` broadcasts along the channel (Conv) or
+// the last dim (MatMul) only; Gemm takes C as it is.
+std::optional<std::vector<int64_t>> bias_view(const ir::Node& anchor,
+                                              const std::vector<int64_t>& out,
+                                              const std::vector<int64_t>& bias) {
+  if (anchor.op == "Gemm") return bias;
+  if (bias.size() > out.size() || out.empty()) return std::nullopt;
+  size_t axis = anchor.op == "Conv" ? 1 : out.size() - 1;
+  if (axis >= out.size()) return std::nullopt;
+  size_t pad = out.size() - bias.size();
+  for (size_t d = 0; d < out.size(); ++d) {
+    int64_t b = d < pad ? 1 : bias[d - pad];
+    if (b != (d == axis ? out[axis] : 1)) return std::nullopt;
+  }
+  return std::vector<int64_t>{out[axis]};
+}
+
+bool has_bias_input(const ir::Node& anchor) {
+  if (anchor.op == "MatMul") return false;
+  return anchor.inputs.size() > 2 && anchor.inputs[2] >= 0;
+}
+
+}  // namespace
+
+std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_index) {
+  const ir::Node& anchor = c.graph.nodes[anchor_index];
+  if (anchor.op != "Conv" && anchor.op != "MatMul" && anchor.op != "Gemm") return std::nullopt;
+  if (anchor.outputs.size() != 1 || anchor.outputs[0] < 0) return std::nullopt;
+  FusionGroup group;
+  int current = anchor.outputs[0];
+  const std::vector<int64_t>* out = static_sizes(c, current);
+  if (out == nullptr || c.slots[current]->dtype != ScalarType::Float32) return std::nullopt;
+  bool bias_done = has_bias_input(anchor);
+  while (c.num_uses[current] == 1 && c.consumer[current] >= 0) {
+    auto next_index = static_cast<size_t>(c.consumer[current]);
+    const ir::Node& next = c.graph.nodes[next_index];
+    if (c.absorbed[next_index] || !next.regions.empty() || next.outputs.size() != 1 ||
+        next.outputs[0] < 0 || !next.domain.empty()) {
+      break;
+    }
+    const std::vector<int64_t>* next_out = static_sizes(c, next.outputs[0]);
+    if (next_out == nullptr || *next_out != *out) break;
+    if (next.op == "Add" && next.inputs.size() == 2) {
+      if (next.inputs[0] == next.inputs[1]) break;
+      int other = next.inputs[0] == current ? next.inputs[1] : next.inputs[0];
+      const std::vector<int64_t>* other_sizes = static_sizes(c, other);
+      if (other_sizes == nullptr || c.slots[other]->dtype != ScalarType::Float32) break;
+      if (is_constant(c, other)) {
+        if (bias_done || group.residual || !group.post_ops.empty()) break;
+        auto view = bias_view(anchor, *out, *other_sizes);
+        if (!view) break;
+        group.bias = other;
+        group.bias_sizes = *view;
+        bias_done = true;
+      } else {
+        // The residual is read at the anchor's place, so it must exist by then.
+        bool ready = c.producer[other] < 0 || c.producer[other] < static_cast<int>(anchor_index);
+        if (group.residual || !group.post_ops.empty() || *other_sizes != *out || !ready) break;
+        group.residual = other;
+        group.post_ops.push_back(PostOp{PostOpKind::AddResidual});
+        bias_done = true;
+      }
+    } else if (auto post_op = activation(c, next)) {
+      group.post_ops.push_back(*post_op);
+      bias_done = true;
+    } else {
+      break;
+    }
+    group.absorbed.push_back(next_index);
+    current = next.outputs[0];
+  }
+  if (group.absorbed.empty()) return std::nullopt;
+  group.output = current;
+  return group;
+}
+
+}  // namespace kiln::engine::compile

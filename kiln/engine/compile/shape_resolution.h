@@ -1,0 +1,29 @@
+#pragma once
+// Internal to kiln/engine/compile: concrete shapes of a function's values.
+
+#include <kiln/engine/ir/graph.h>
+#include <kiln/runtime/core/result.h>
+#include <kiln/runtime/core/scalar_type.h>
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace kiln::engine::compile {
+
+/// Binds the symbolic dims of `graph`'s inputs to `input_sizes` and evaluates every value's
+/// declared shape. Entry v is value v's sizes, or empty when its rank is unknown or a dim does
+/// not evaluate (an anonymous dim, a symbol no input binds). Weights get their own sizes.
+/// Errors: InvalidArgument naming the input for a wrong input count, a wrong rank, a negative
+/// size, a size that contradicts a static dim or another binding of the same symbol.
+runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes(
+    const ir::Graph& graph, const std::vector<std::vector<int64_t>>& input_sizes);
+
+/// True when `node`'s output shapes depend only on its inputs' shapes and on the values of
+/// its constant inputs (`is_constant(value)`), so one run on zeros reveals them: integer and
+/// bool inputs that are not constant may carry shapes, except where the op reads them as data
+/// (element-wise ops, Gather indices, ...).
+bool shape_is_data_independent(const ir::Node& node, const std::function<bool(int)>& is_constant,
+                               const std::function<runtime::ScalarType(int)>& dtype_of);
+
+}  // namespace kiln::engine::compile

@@ -1,0 +1,496 @@
+// specialize(): shapes → folding → fusion and placement → memory plan.
+#include <kiln/engine/compile/function_plan.h>
+#include <kiln/engine/compile/shape_resolution.h>
+#include <kiln/engine/plan/memory_planner.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::engine::compile {
+
+using runtime::Error;
+using runtime::Result;
+using runtime::ScalarType;
+using runtime::ShapeDynamism;
+using runtime::Status;
+using runtime::Tensor;
+using specialization::ComputeKind;
+
+namespace {
+
+constexpr uint64_t kArenaAlignment = 64;
+
+bool is_random(const std::string& op) {
+  return op.rfind("Random", 0) == 0 || op == "Multinomial" || op == "Bernoulli";
+}
+
+std::string describe_node(const ir::Node& node) { return node.name + " (" + node.op + ")"; }
+
+class Builder {
+ public:
+  Builder(const ir::Model& model, const ir::Graph& graph, std::vector<Tensor> weights,
+          const CompileOptions& options)
+      : model_(model),
+        graph_(graph),
+        weights_(std::move(weights)),
+        options_(options),
+        impl_(std::make_unique<CompiledFunctionImpl>()) {}
+
+  Result<std::unique_ptr<CompiledFunctionImpl>> build(
+      const std::vector<std::vector<int64_t>>& input_sizes) {
+    impl_->name = graph_.name;
+    make_slots();
+    KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, input_sizes));
+    for (size_t v = 0; v < sizes.size(); ++v) {
+      if (impl_->slots[v]->kind != Slot::Kind::Constant) impl_->slots[v]->sizes = sizes[v];
+    }
+    impl_->input_sizes = input_sizes;
+    folded_.assign(graph_.nodes.size(), false);
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      KILN_ASSIGN_OR_RETURN(folded_[n], fold(graph_.nodes[n]));
+      if (!folded_[n]) probe_shapes(graph_.nodes[n]);
+    }
+    count_uses();
+    absorbed_.assign(graph_.nodes.size(), false);
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      if (folded_[n] || absorbed_[n]) continue;
+      KILN_RETURN_IF_ERROR(place(n));
+    }
+    KILN_RETURN_IF_ERROR(plan_memory());
+    for (Step& step : impl_->steps) impl_->placement.push_back(step.placement);
+    return std::move(impl_);
+  }
+
+ private:
+  Slot& slot(int value) { return *impl_->slots[static_cast<size_t>(value)]; }
+
+  void make_slots() {
+    for (const ir::Value& value : graph_.values) {
+      auto s = std::make_unique<Slot>();
+      s->name = value.name;
+      s->dtype = value.type.dtype;
+      if (value.weight >= 0) {
+        const Tensor& w = weights_[static_cast<size_t>(value.weight)];
+        s->kind = Slot::Kind::Constant;
+        s->dtype = w.dtype();
+        s->sizes = std::vector<int64_t>(w.sizes().begin(), w.sizes().end());
+        s->value = runtime::EValue(w);
+      }
+      impl_->slots.push_back(std::move(s));
+    }
+    for (int input : graph_.inputs) {
+      impl_->inputs.push_back(input);
+      slot(input).kind = Slot::Kind::Input;
+    }
+    impl_->outputs = graph_.outputs;
+  }
+
+  // A slot that holds whatever a reference kernel writes (storage grows on demand).
+  void make_dynamic(Slot& s) {
+    s.kind = Slot::Kind::Dynamic;
+    s.storage.clear();
+    s.value = runtime::EValue(Tensor(s.dtype, {}, nullptr, ShapeDynamism::Unbounded, 0));
+  }
+
+  // A scratch slot for an optional output nobody reads.
+  int add_scratch(const std::string& name) {
+    auto s = std::make_unique<Slot>();
+    s->name = name;
+    impl_->slots.push_back(std::move(s));
+    int index = static_cast<int>(impl_->slots.size()) - 1;
+    make_dynamic(slot(index));
+    return index;
+  }
+
+  std::vector<int> outputs_of(const ir::Node& node) {
+    std::vector<int> outputs;
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      outputs.push_back(node.outputs[i] >= 0
+                            ? node.outputs[i]
+                            : add_scratch(node.name + ":unused_output_" + std::to_string(i)));
+    }
+    return outputs;
+  }
+
+  Result<bool> fold_shape_of(const ir::Node& node) {
+    if ((node.op != "Shape" && node.op != "Size") || node.inputs.empty() || node.inputs[0] < 0 ||
+        !slot(node.inputs[0]).sizes || node.outputs.size() != 1 || node.outputs[0] < 0) {
+      return false;
+    }
+    const std::vector<int64_t>& sizes = *slot(node.inputs[0]).sizes;
+    std::vector<int64_t> out;
+    if (node.op == "Size") {
+      int64_t numel = 1;
+      for (int64_t s : sizes) numel *= s;
+      out = {numel};
+    } else {
+      auto rank = static_cast<int64_t>(sizes.size());
+      int64_t start = 0, end = rank;
+      if (const auto* a = node.attribute("start")) start = std::get<int64_t>(a->value);
+      if (const auto* a = node.attribute("end")) end = std::get<int64_t>(a->value);
+      start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+      end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+      for (int64_t i = start; i < end; ++i) out.push_back(sizes[static_cast<size_t>(i)]);
+    }
+    Slot& s = slot(node.outputs[0]);
+    s.kind = Slot::Kind::Constant;
+    s.dtype = ScalarType::Int64;
+    s.sizes = node.op == "Shape" ? std::vector<int64_t>{static_cast<int64_t>(out.size())}
+                                 : std::vector<int64_t>{};
+    s.storage.resize(std::max<size_t>(out.size() * sizeof(int64_t), 1));
+    if (!out.empty()) std::memcpy(s.storage.data(), out.data(), out.size() * sizeof(int64_t));
+    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, s.storage.data()));
+    return true;
+  }
+
+  // Evaluates a node whose inputs are all constant with its reference kernel, once.
+  Result<bool> fold(const ir::Node& node) {
+    if (!node.regions.empty()) return false;
+    KILN_ASSIGN_OR_RETURN(bool shape_folded, fold_shape_of(node));
+    if (shape_folded) return true;
+    if (node.inputs.empty() || is_random(node.op) || !node.domain.empty() ||
+        runtime::get_kernel(node.op) == nullptr) {
+      return false;
+    }
+    for (int input : node.inputs) {
+      if (input >= 0 && slot(input).kind != Slot::Kind::Constant) return false;
+    }
+    for (int output : node.outputs) {
+      if (output < 0) return false;
+    }
+    for (int output : node.outputs) make_dynamic(slot(output));
+    KILN_ASSIGN_OR_RETURN(Step step, make_reference_step(*impl_, node, weights_, node.outputs));
+    Status status = run_step(*impl_, step);
+    if (!status.ok()) return status.with_context("specialize: fold");
+    for (int output : node.outputs) {
+      Slot& s = slot(output);
+      const Tensor& t = s.tensor();
+      s.kind = Slot::Kind::Constant;
+      s.sizes = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+      s.dtype = t.dtype();
+      if (s.storage.empty()) s.storage.resize(1);
+      s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, s.storage.data()));
+    }
+    return true;
+  }
+
+  // Learns output shapes the model left symbolic by running the reference kernel once on
+  // zeros, when the node's output shape cannot depend on the values of its non-constant inputs.
+  void probe_shapes(const ir::Node& node) {
+    bool unresolved = false;
+    for (int output : node.outputs) unresolved |= output >= 0 && !slot(output).sizes;
+    auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
+    auto dtype_of = [&](int v) { return slot(v).dtype; };
+    if (!unresolved || !shape_is_data_independent(node, is_constant, dtype_of)) return;
+    std::vector<std::unique_ptr<Slot>> saved;
+    std::vector<int> inputs;
+    for (int input : node.inputs) {
+      if (input < 0 || slot(input).kind == Slot::Kind::Constant) continue;
+      if (!slot(input).sizes) return;
+      inputs.push_back(input);
+    }
+    // Swap in zero-filled stand-ins for the non-constant inputs and fresh outputs.
+    std::vector<int> touched = inputs;
+    for (int output : node.outputs) {
+      if (output >= 0) touched.push_back(output);
+    }
+    for (int v : touched) {
+      saved.push_back(std::move(impl_->slots[static_cast<size_t>(v)]));
+      auto s = std::make_unique<Slot>();
+      s->name = saved.back()->name;
+      s->dtype = saved.back()->dtype;
+      s->sizes = saved.back()->sizes;
+      impl_->slots[static_cast<size_t>(v)] = std::move(s);
+    }
+    bool ok = true;
+    for (int v : inputs) {
+      Slot& s = slot(v);
+      auto numel = runtime::checked_numel(*s.sizes);
+      if (!numel.ok() || *numel > (int64_t{1} << 24)) ok = false;
+      if (!ok) break;
+      s.storage.assign(static_cast<size_t>(*numel) * runtime::element_size(s.dtype) + 1, 0);
+      s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, s.storage.data()));
+    }
+    std::vector<std::optional<std::vector<int64_t>>> learned;
+    if (ok) {
+      std::vector<int> outputs = outputs_of(node);
+      for (int output : node.outputs) {
+        if (output >= 0) make_dynamic(slot(output));
+      }
+      auto step = make_reference_step(*impl_, node, weights_, outputs);
+      ok = step.ok() && run_step(*impl_, *step).ok();
+      for (int output : node.outputs) {
+        if (output < 0) continue;
+        const Tensor& t = slot(output).tensor();
+        learned.emplace_back(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
+      }
+    }
+    for (size_t i = 0; i < touched.size(); ++i) {
+      impl_->slots[static_cast<size_t>(touched[i])] = std::move(saved[i]);
+    }
+    if (!ok) return;
+    size_t k = 0;
+    for (int output : node.outputs) {
+      if (output >= 0) slot(output).sizes = learned[k++];
+    }
+  }
+
+  void count_uses() {
+    num_uses_.assign(impl_->slots.size(), 0);
+    consumer_.assign(impl_->slots.size(), -1);
+    producer_.assign(impl_->slots.size(), -1);
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      if (folded_[n]) continue;
+      for (int input : graph_.nodes[n].inputs) {
+        if (input < 0) continue;
+        ++num_uses_[input];
+        consumer_[input] = static_cast<int>(n);
+      }
+      for (int output : graph_.nodes[n].outputs) {
+        if (output >= 0) producer_[output] = static_cast<int>(n);
+      }
+    }
+    for (int output : graph_.outputs) ++num_uses_[output];
+  }
+
+  bool shapes_static(const std::vector<int>& values) {
+    for (int v : values) {
+      if (v >= 0 && !slot(v).sizes) return false;
+    }
+    return true;
+  }
+
+  Status place(size_t n);
+  Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node, const FusionGroup* group,
+                                                 Step& step, std::string& why);
+  Status plan_memory();
+
+  const ir::Model& model_;
+  const ir::Graph& graph_;
+  std::vector<Tensor> weights_;
+  const CompileOptions& options_;
+  std::unique_ptr<CompiledFunctionImpl> impl_;
+  std::vector<bool> folded_, absorbed_;
+  std::vector<int> num_uses_, consumer_, producer_;
+};
+
+Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
+                                                        const FusionGroup* group, Step& step,
+                                                        std::string& why) {
+  cpu::OpDesc desc;
+  desc.op = node.op;
+  desc.attributes = node.attributes;
+  desc.num_threads = options_.num_threads;
+  std::vector<int> inputs = node.inputs;
+  std::vector<const Tensor*> constants(inputs.size(), nullptr);
+  if (group != nullptr && group->bias) {
+    inputs.resize(std::max<size_t>(inputs.size(), 2), -1);
+    if (inputs.size() > 2) inputs.resize(2);
+    inputs.push_back(*group->bias);
+    constants.assign(inputs.size(), nullptr);
+    const Tensor& bias = slot(*group->bias).tensor();
+    step.views.push_back(
+        std::make_unique<Tensor>(bias.dtype(), group->bias_sizes, const_cast<void*>(bias.data())));
+    constants.back() = step.views.back().get();
+  }
+  if (group != nullptr && group->residual) {
+    inputs.push_back(*group->residual);
+    constants.push_back(nullptr);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int v = inputs[i];
+    desc.inputs_present.push_back(v >= 0);
+    bool is_bias = group != nullptr && group->bias && i == 2;
+    desc.inputs.push_back(cpu::TensorDesc{v >= 0 ? slot(v).dtype : ScalarType::Float32,
+                                          is_bias  ? group->bias_sizes
+                                          : v >= 0 ? *slot(v).sizes
+                                                   : std::vector<int64_t>{}});
+    if (constants[i] == nullptr && v >= 0 && slot(v).kind == Slot::Kind::Constant) {
+      constants[i] = &slot(v).tensor();
+    }
+  }
+  desc.constants = constants;
+  if (group != nullptr) desc.post_ops = group->post_ops;
+  // Trailing outputs nobody reads (LayerNormalization's Mean, ...) are not asked for.
+  std::vector<int> outputs = node.outputs;
+  while (outputs.size() > 1 && (outputs.back() < 0 || num_uses_[outputs.back()] == 0)) {
+    outputs.pop_back();
+  }
+  if (group != nullptr) outputs = {group->output};
+  desc.num_outputs = static_cast<int>(outputs.size());
+  auto op = cpu::CpuOp::create(desc);
+  if (!op.ok()) {
+    why = "no oneDNN implementation: " + op.status().message();
+    return op.status();
+  }
+  const auto& made = (*op)->outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i] < 0 || i >= made.size() || made[i].dtype != slot(outputs[i]).dtype ||
+        made[i].sizes != *slot(outputs[i]).sizes) {
+      why = "the oneDNN op's output " + std::to_string(i) + " differs from the model's type";
+      return Status(Error::NotSupported, why);
+    }
+  }
+  step.inputs = inputs;
+  step.outputs = outputs;
+  return op;
+}
+
+Status Builder::place(size_t n) {
+  const ir::Node& node = graph_.nodes[n];
+  std::string why = "no oneDNN implementation";
+  if (shapes_static(node.inputs) && shapes_static(node.outputs)) {
+    if (options_.fuse) {
+      FusionContext context{graph_, impl_->slots, num_uses_, consumer_, producer_, absorbed_};
+      if (auto group = find_fusion(context, n)) {
+        Step step;
+        auto op = try_cpu_op(node, &*group, step, why);
+        if (op.ok()) {
+          step.cpu_op = std::move(*op);
+          step.placement =
+              PlacementEntry{node.name, node.op, "cpu:onednn", {}, step.cpu_op->describe()};
+          for (size_t a : group->absorbed) {
+            absorbed_[a] = true;
+            step.placement.fused.push_back(describe_node(graph_.nodes[a]));
+          }
+          impl_->steps.push_back(std::move(step));
+          return Status();
+        }
+      }
+    }
+    Step step;
+    auto op = try_cpu_op(node, nullptr, step, why);
+    if (op.ok()) {
+      step.cpu_op = std::move(*op);
+      step.placement =
+          PlacementEntry{node.name, node.op, "cpu:onednn", {}, step.cpu_op->describe()};
+      impl_->steps.push_back(std::move(step));
+      return Status();
+    }
+  } else {
+    why = "shape known only at run time";
+  }
+  KILN_ASSIGN_OR_RETURN(Step step, make_reference_step(*impl_, node, weights_, outputs_of(node)));
+  step.placement.detail = why;
+  impl_->steps.push_back(std::move(step));
+  return Status();
+}
+
+Status Builder::plan_memory() {
+  auto num_steps = static_cast<int>(impl_->steps.size());
+  std::vector<int> first(impl_->slots.size(), -1), last(impl_->slots.size(), -1);
+  for (int i = 0; i < num_steps; ++i) {
+    for (int v : impl_->steps[i].inputs) {
+      if (v >= 0) last[v] = std::max(last[v], i);
+    }
+    for (int v : impl_->steps[i].outputs) {
+      if (first[v] < 0) first[v] = i;
+      last[v] = std::max(last[v], i);
+    }
+  }
+  for (int v : impl_->outputs) last[v] = num_steps;
+  std::vector<plan::Lifetime> lifetimes;
+  std::vector<int> planned;
+  for (size_t v = 0; v < impl_->slots.size(); ++v) {
+    Slot& s = *impl_->slots[v];
+    if (s.kind == Slot::Kind::Input) {
+      s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, nullptr));
+      continue;
+    }
+    if (s.kind == Slot::Kind::Constant || first[v] < 0) continue;
+    if (!s.sizes) {
+      make_dynamic(s);
+      impl_->is_static = false;
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(*s.sizes));
+    s.kind = Slot::Kind::Planned;
+    lifetimes.push_back(
+        plan::Lifetime{first[v], std::max(first[v], last[v]),
+                       static_cast<uint64_t>(numel) * runtime::element_size(s.dtype)});
+    planned.push_back(static_cast<int>(v));
+  }
+  plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
+  impl_->arena_bytes = memory.arena_size;
+  impl_->arena.assign(memory.arena_size + kArenaAlignment, 0);
+  auto address = reinterpret_cast<uintptr_t>(impl_->arena.data());
+  impl_->arena_base = impl_->arena.data() + (kArenaAlignment - address % kArenaAlignment);
+  for (size_t k = 0; k < planned.size(); ++k) {
+    Slot& s = slot(planned[k]);
+    s.offset = memory.offsets[k];
+    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
+  }
+  // Slot tensors are final: point the oneDNN steps at them.
+  for (Step& step : impl_->steps) {
+    if (step.cpu_op == nullptr) continue;
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      int v = step.inputs[i];
+      const Tensor* view = nullptr;
+      if (i == 2 && !step.views.empty()) view = step.views.front().get();
+      step.cpu_inputs.push_back(view != nullptr ? view : v >= 0 ? &slot(v).tensor() : nullptr);
+    }
+    for (int v : step.outputs) step.cpu_outputs.push_back(&slot(v).tensor());
+  }
+  return Status();
+}
+
+Result<std::vector<Tensor>> weight_tensors(const ir::Model& model, const CompileOptions& options) {
+  bool external = !options.weight_data.empty();
+  if (external && options.weight_data.size() != model.weights.size()) {
+    return Status(Error::InvalidArgument, "specialize: weight_data has " +
+                                              std::to_string(options.weight_data.size()) +
+                                              " entries (expected one per weight, " +
+                                              std::to_string(model.weights.size()) + ")");
+  }
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    const ir::Weight& w = model.weights[i];
+    runtime::Span<const uint8_t> bytes =
+        external ? options.weight_data[i] : runtime::Span<const uint8_t>(w.data);
+    KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(w.sizes));
+    if (bytes.size() != static_cast<size_t>(numel) * runtime::element_size(w.dtype)) {
+      return Status(Error::InvalidArgument,
+                    "specialize: weight '" + w.name + "' has " + std::to_string(bytes.size()) +
+                        " bytes (expected " +
+                        std::to_string(numel * runtime::element_size(w.dtype)) + ")");
+    }
+    tensors.emplace_back(w.dtype, w.sizes, const_cast<uint8_t*>(bytes.data()));
+  }
+  return tensors;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CompiledFunction>> specialize(
+    const ir::Model& model, std::string_view function,
+    const std::vector<std::vector<int64_t>>& input_sizes,
+    const specialization::SpecializationOptions& options, const CompileOptions& compile) {
+  const std::string action = "specialize function '" + std::string(function) + "'";
+  if (!options.allows(ComputeKind::Cpu)) {
+    return Status(Error::NotSupported,
+                  action + ": options '" + options.identifier() +
+                      "' do not allow the CPU (expected units to include cpu, the only kind "
+                      "this engine places work on)");
+  }
+  const ir::Graph* graph = model.find_function(function);
+  if (graph == nullptr) return Status(Error::NotFound, action + ": no such function");
+  for (const ir::Node& node : graph->nodes) {
+    if (!node.regions.empty()) {
+      return Status(Error::NotSupported,
+                    action + ": node '" + node.name + "' (" + node.op +
+                        ") has data-dependent branches, which compiled functions do not run " +
+                        "yet (expected none; run this model on the portable path)");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> weights, weight_tensors(model, compile));
+  Builder builder(model, *graph, std::move(weights), compile);
+  auto impl = builder.build(input_sizes);
+  if (!impl.ok()) {
+    const std::string& message = impl.status().message();
+    if (message.rfind("specialize", 0) == 0) return impl.status();
+    return impl.status().with_context(action);
+  }
+  return std::unique_ptr<CompiledFunction>(new CompiledFunction(std::move(*impl)));
+}
+
+}  // namespace kiln::engine::compile

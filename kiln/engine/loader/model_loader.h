@@ -1,0 +1,118 @@
+#pragma once
+
+#include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/ir/graph.h>
+#include <kiln/engine/specialization/specialization_options.h>
+#include <kiln/runtime/core/result.h>
+#include <kiln/runtime/core/span.h>
+#include <kiln/runtime/core/status.h>
+#include <kiln/runtime/core/tensor.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::engine::cache {
+class ModelCache;
+}
+namespace kiln::engine::package {
+class PackageView;
+}
+
+namespace kiln::engine {
+
+class LoadedModel;
+
+/// One function of a loaded model bound to one set of input shapes: what a caller runs.
+/// Sessions bound to the same function and shapes share one compiled function (and its
+/// pre-packed weights); their runs are serialized by it. The session keeps its model alive.
+/// Thread-safety: `run` may be called from several threads (calls are serialized).
+class Session {
+ public:
+  /// Runs the function; see `compile::CompiledFunction::run` for the contract. Errors:
+  /// InvalidArgument naming the input or output whose count, dtype or shape is wrong (the
+  /// shape given and the one bound); a kernel's error with the node named.
+  runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
+                      runtime::Span<runtime::Tensor* const> outputs) {
+    return function_->run(inputs, outputs);
+  }
+  const compile::CompiledFunction& function() const { return *function_; }
+
+ private:
+  friend class LoadedModel;
+  Session(std::shared_ptr<const LoadedModel> model,
+          std::shared_ptr<compile::CompiledFunction> function)
+      : model_(std::move(model)), function_(std::move(function)) {}
+
+  std::shared_ptr<const LoadedModel> model_;
+  std::shared_ptr<compile::CompiledFunction> function_;
+};
+
+/// Where the steps of one bound function run.
+struct FunctionPlacement {
+  std::string function;
+  std::vector<std::vector<int64_t>> input_sizes;
+  std::vector<compile::PlacementEntry> steps;
+};
+
+/// A model loaded for one `SpecializationOptions`: its functions, specialized per input shapes
+/// on first use (functions whose inputs are all static are specialized at load).
+///
+/// Lifetime: the `ir::Model` (or the package bytes) passed to `ModelLoader::load` must outlive
+/// the loaded model and every session; weights are referenced, never copied. Thread-safety:
+/// `bind` and `placement` are safe from several threads.
+class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
+ public:
+  /// Binds `function` to `input_sizes` (one per function input), specializing it the first
+  /// time these shapes are seen and keeping the result for later binds. Errors: as
+  /// `compile::specialize` (NotFound for an unknown function, InvalidArgument naming an input
+  /// whose shape does not fit, NotSupported naming a node the engine cannot compile).
+  runtime::Result<Session> bind(std::string_view function,
+                                const std::vector<std::vector<int64_t>>& input_sizes);
+
+  /// Where each step of each function specialized so far runs (node, op, device, fused nodes),
+  /// ordered by function name then shapes.
+  std::vector<FunctionPlacement> placement() const;
+
+  const specialization::SpecializationOptions& options() const { return options_; }
+  /// The model's function names, in model order.
+  std::vector<std::string> function_names() const;
+
+ private:
+  friend class ModelLoader;
+  LoadedModel(const ir::Model& model, specialization::SpecializationOptions options,
+              compile::CompileOptions compile)
+      : model_(model), options_(std::move(options)), compile_(std::move(compile)) {}
+
+  using Key = std::pair<std::string, std::vector<std::vector<int64_t>>>;
+  const ir::Model& model_;
+  specialization::SpecializationOptions options_;
+  compile::CompileOptions compile_;
+  mutable std::mutex mutex_;
+  std::map<Key, std::shared_ptr<compile::CompiledFunction>> compiled_;
+};
+
+/// Loads models for the CPU device (DESIGN.md §4).
+class ModelLoader {
+ public:
+  /// Loads `model` for `options`: checks that the options allow the CPU and specializes every
+  /// function whose inputs all have static shapes, so their first `bind` is immediate.
+  /// `cache` is not consulted yet (compiled functions are not serialized yet): it may be null,
+  /// and a non-null cache is left untouched. `model` must outlive the result. Errors:
+  /// NotSupported naming the options' identifier when they do not allow the CPU; any error of
+  /// specializing a static function (see `compile::specialize`).
+  static runtime::Result<std::shared_ptr<LoadedModel>> load(
+      const ir::Model& model, const specialization::SpecializationOptions& options,
+      cache::ModelCache* cache = nullptr, const compile::CompileOptions& compile = {});
+
+  /// Same, for a verified package: weights are read in place from the package bytes, which
+  /// (with `package`) must outlive the result.
+  static runtime::Result<std::shared_ptr<LoadedModel>> load(
+      const package::PackageView& package, const specialization::SpecializationOptions& options,
+      cache::ModelCache* cache = nullptr, const compile::CompileOptions& compile = {});
+};
+
+}  // namespace kiln::engine
