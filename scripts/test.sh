@@ -10,7 +10,8 @@
 #
 # Every phase runs even when an earlier independent one failed; the summary at the end lists
 # each phase with its result and time, and the exit status is non-zero on any failure.
-# Logs: build/logs/<phase>.log. Environment: KILN_FUZZ_SECONDS (default 60), KILN_SKIP_ASAN=1,
+# Logs: build/logs/<phase>.log. Environment: KILN_FUZZ_SECONDS (default 60, the program fuzzer),
+# KILN_IMPORT_FUZZ_RUNS (default 8000, the importer fuzzer), KILN_SKIP_ASAN=1,
 # KILN_SKIP_FUZZ=1 (local shortcuts; CI runs everything).
 set -euo pipefail
 
@@ -95,16 +96,22 @@ fuzz_run() {
   "$dir/fuzz/program_load_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
     "$dir/corpus" || return
-  # The importer's seeds: the ONNX backend test cases' models, when the conformance data is
-  # present beside the checkout (build/fuzz/onnx-corpus keeps what the fuzzer adds).
+  # The importer fuzzer, seeded with every 12th ONNX backend test model when the conformance
+  # data is present beside the checkout. ONNX's own steps run in a forked child per input
+  # (slow under ASan), so this run is a fixed number of inputs from a fixed seed: the same
+  # inputs on every run, so CI stays deterministic. Explore longer by hand (fuzz/README.md).
+  rm -rf "$dir/onnx-corpus"
   mkdir -p "$dir/onnx-corpus"
-  local cases="$ROOT/../shared/conformance/onnx/node"
+  local cases="$ROOT/../shared/conformance/onnx/node" i=0 model
   if [[ -d "$cases" ]]; then
     for model in "$cases"/*/model.onnx; do
-      cp "$model" "$dir/onnx-corpus/$(basename "$(dirname "$model")").onnx"
+      i=$((i + 1))
+      if (( i % 12 == 0 )); then
+        cp "$model" "$dir/onnx-corpus/$(basename "$(dirname "$model")").onnx"
+      fi
     done
   fi
-  "$dir/fuzz/onnx_import_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+  "$dir/fuzz/onnx_import_fuzzer" -seed=1 -runs="${KILN_IMPORT_FUZZ_RUNS:-8000}" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
     "$dir/onnx-corpus"
 }

@@ -1,6 +1,7 @@
 #include <kiln/exporter/onnx/onnx_importer.h>
 
 #include <kiln/engine/passes/constant_folding.h>
+#include <kiln/exporter/onnx/onnx_sandbox.h>
 #include <kiln/exporter/onnx/onnx_tensor.h>
 
 #include <onnx/checker.h>
@@ -549,20 +550,9 @@ Status upgrade_opset(onnx::ModelProto& proto, const std::string& source_name) {
   }
 }
 
-}  // namespace
-
-Result<ir::Model> import_onnx(const std::string& bytes, const std::string& source_name,
-                              const ImportOptions& options) {
-  onnx::ModelProto proto;
-  if (!proto.ParseFromString(bytes)) {
-    return Status(Error::InvalidProgram, "import model '" + source_name +
-                                             "': not a valid ONNX protobuf (" +
-                                             std::to_string(bytes.size()) + " bytes)");
-  }
-  if (!proto.has_graph()) {
-    return Status(Error::InvalidProgram, "import model '" + source_name + "': has no graph");
-  }
-  int64_t original_opset = default_opset(proto);
+// ONNX's checker (before and after the opset upgrade), our structural checks, the upgrade and
+// strict shape inference, in place on `proto`.
+Status prepare_with_onnx(onnx::ModelProto& proto, const std::string& source_name) {
   // ONNX's version converter trusts its input (it crashes on some malformed graphs), so the
   // checker sees the model first, at its own opset, and again after the upgrade.
   for (int pass = 0; pass < 2; ++pass) {
@@ -587,6 +577,42 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
   } catch (const std::exception& e) {
     return Status(Error::InvalidProgram,
                   "import model '" + source_name + "': shape inference failed: " + e.what());
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<ir::Model> import_onnx(const std::string& bytes, const std::string& source_name,
+                              const ImportOptions& options) {
+  onnx::ModelProto proto;
+  if (!proto.ParseFromString(bytes)) {
+    return Status(Error::InvalidProgram, "import model '" + source_name +
+                                             "': not a valid ONNX protobuf (" +
+                                             std::to_string(bytes.size()) + " bytes)");
+  }
+  if (!proto.has_graph()) {
+    return Status(Error::InvalidProgram, "import model '" + source_name + "': has no graph");
+  }
+  int64_t original_opset = default_opset(proto);
+  // ONNX's own steps run in a child process: they crash on some malformed models.
+  auto prepared = run_in_child("import model '" + source_name + "'",
+                               [&]() -> Result<std::string> {
+                                 KILN_RETURN_IF_ERROR(prepare_with_onnx(proto, source_name));
+                                 std::string bytes;
+                                 if (!proto.SerializeToString(&bytes)) {
+                                   return Status(Error::NotSupported,
+                                                 "import model '" + source_name +
+                                                     "': the checked model does not serialize "
+                                                     "(over 2 GiB?)");
+                                 }
+                                 return bytes;
+                               });
+  if (!prepared.ok()) return prepared.status();
+  proto.Clear();
+  if (!proto.ParseFromString(*prepared)) {
+    return Status(Error::Internal, "import model '" + source_name +
+                                       "': the checked model does not parse back");
   }
   try {
     return Importer(proto, source_name, options, original_opset).run();
