@@ -11,6 +11,7 @@
 #include <kiln/kernels/reduce_ops.h>
 #include <kiln/kernels/rnn_ops.h>
 #include <kiln/kernels/shape_ops.h>
+#include <kiln/kernels/signal_ops.h>
 #include <kiln/kernels/unary_ops.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
