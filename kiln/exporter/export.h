@@ -5,6 +5,8 @@
 #include <kiln/runtime/core/result.h>
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +21,14 @@ struct DimBound {
 };
 
 struct ExportOptions {
-  /// "portable" (reference kernels only). "kiln" comes with the engine.
+  /// "portable": reference kernels only. "kiln": the whole function becomes one KilnBackend
+  /// delegate over a model package, or (with a note) the portable lowering when the engine
+  /// cannot run it.
   std::string backend = "portable";
   std::vector<DimBound> bounds;
   uint32_t segment_alignment = 4096;
+  /// Receives notes a user should see (e.g. a fallback to the portable lowering). Optional.
+  std::function<void(const std::string&)> on_note;
 };
 
 /// Lowers function `function` of `model` into method `method_name` of `spec`: one KernelCall per
@@ -33,6 +39,27 @@ struct ExportOptions {
 runtime::Status lower_to_portable(const engine::ir::Model& model, const std::string& function,
                                   const std::string& method_name, const ExportOptions& options,
                                   ProgramSpec& spec);
+
+/// Checks each bound of `options` for method `method_name` against `graph`'s inputs. Errors:
+/// InvalidArgument naming an unknown input, or a dim or max out of range.
+runtime::Status check_bounds(const engine::ir::Graph& graph, const std::string& method_name,
+                             const ExportOptions& options);
+
+/// Why the engine cannot run function `function` of `model` as one KilnBackend delegate (a
+/// data-dependent If, an operator with no kernel, an output that is an input or a weight, a
+/// static function that fails to specialize, ...), or nothing when it can.
+std::optional<std::string> kiln_unsupported_reason(const engine::ir::Model& model,
+                                                   const std::string& function);
+
+/// Lowers function `function` of `model` into method `method_name` of `spec` as one
+/// KilnBackend delegate: the model package (the function alone, named "main") stored once as
+/// named data "kiln/package/<content hash hex>", a DelegateCall over the method's inputs and
+/// outputs (static tensors, or unbounded ones for symbolic dims; inputs bounded by `--bound`
+/// are planned up to the bound), and the JSON manifest as the delegate's processed bytes.
+/// Errors: as `check_bounds` and `write_package`; NotFound for an unknown function.
+runtime::Status lower_to_kiln(const engine::ir::Model& model, const std::string& function,
+                              const std::string& method_name, const ExportOptions& options,
+                              ProgramSpec& spec);
 
 /// Imports `onnx_path` and exports it as a one-method ("forward") program. Errors: as
 /// `import_onnx_file` and `lower_to_portable`.

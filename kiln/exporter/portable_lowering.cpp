@@ -275,13 +275,9 @@ class Lowering {
 
 }  // namespace
 
-Status lower_to_portable(const ir::Model& model, const std::string& function,
-                         const std::string& method_name, const ExportOptions& options,
-                         ProgramSpec& spec) {
-  const ir::Graph* graph = model.find_function(function);
-  if (graph == nullptr) {
-    return Status(Error::NotFound, "export function '" + function + "': no such function");
-  }
+Status check_bounds(const ir::Graph& graph_ref, const std::string& method_name,
+                    const ExportOptions& options) {
+  const ir::Graph* graph = &graph_ref;
   for (const auto& b : options.bounds) {
     if (b.method != method_name) continue;
     int index = graph->find_value(b.input);
@@ -299,6 +295,17 @@ Status lower_to_portable(const ir::Model& model, const std::string& function,
                         " (expected dim 0.." + std::to_string(rank - 1) + " and a max > 0)");
     }
   }
+  return Status();
+}
+
+Status lower_to_portable(const ir::Model& model, const std::string& function,
+                         const std::string& method_name, const ExportOptions& options,
+                         ProgramSpec& spec) {
+  const ir::Graph* graph = model.find_function(function);
+  if (graph == nullptr) {
+    return Status(Error::NotFound, "export function '" + function + "': no such function");
+  }
+  KILN_RETURN_IF_ERROR(check_bounds(*graph, method_name, options));
   return Lowering(model, *graph, options, spec).run(method_name);
 }
 

@@ -64,12 +64,18 @@ std::vector<StubBackend::InitRecord> StubBackend::inits() const {
   return inits_;
 }
 
-StubBackend::Installed::~Installed() { unregister_backend(id); }
+StubBackend::Installed::~Installed() {
+  unregister_backend(id);
+  if (replaced != nullptr) (void)register_backend(id, replaced);
+}
 
 std::unique_ptr<StubBackend::Installed> StubBackend::install(const std::string& backend_id) {
   auto installed = std::make_unique<Installed>();
   installed->backend = std::make_shared<StubBackend>();
   installed->id = backend_id;
+  // A real backend registered under this id (e.g. KilnBackend) steps aside for the test.
+  installed->replaced = get_backend(backend_id);
+  if (installed->replaced != nullptr) unregister_backend(backend_id);
   (void)register_backend(backend_id, installed->backend);
   return installed;
 }

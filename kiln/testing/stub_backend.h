@@ -59,10 +59,12 @@ class StubBackend : public runtime::BackendInterface {
   mutable std::atomic<int> execute_count{0};
   mutable std::atomic<int> destroy_count{0};
 
-  /// Registers a new StubBackend under `backend_id`; unregisters it when the guard dies.
+  /// Registers a new StubBackend under `backend_id` (in place of the backend registered there,
+  /// if any); unregisters it, and restores the replaced backend, when the guard dies.
   struct Installed {
     std::shared_ptr<StubBackend> backend;
     std::string id;
+    std::shared_ptr<runtime::BackendInterface> replaced;
     ~Installed();
     StubBackend* operator->() const { return backend.get(); }
   };

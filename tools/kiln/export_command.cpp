@@ -1,4 +1,4 @@
-// `kiln export MODEL.onnx -o OUT.kiln [--backend portable] [--bound METHOD:INPUT:DIM=MAX]...`
+// `kiln export MODEL.onnx -o OUT.kiln [--backend portable|kiln] [--bound METHOD:INPUT:DIM=MAX]...`
 
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/writer/program_writer.h>
@@ -66,11 +66,12 @@ Status run_export(const ExportArgs& args) {
       args.expect_frequent_reshapes || args.aot) {
     return Status(Error::NotImplemented,
                   "--method, --multifunction, --enumerate, --expect-frequent-reshapes and --aot "
-                  "come with the kiln backend; this build exports one model with --backend "
-                  "portable");
+                  "are not implemented yet; this build exports one model (--backend kiln or "
+                  "portable)");
   }
   exporter::ExportOptions options;
   options.backend = args.backend;
+  options.on_note = [](const std::string& note) { std::cerr << "note: " << note << "\n"; };
   for (const auto& text : args.bounds) {
     KILN_ASSIGN_OR_RETURN(exporter::DimBound bound, parse_bound(text));
     options.bounds.push_back(bound);

@@ -163,6 +163,11 @@ Status check_outputs(const CompiledFunctionImpl& impl, Span<Tensor* const> outpu
 }  // namespace
 
 Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* const> outputs) {
+  return run(inputs, outputs, OutputResizer());
+}
+
+Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* const> outputs,
+                             const OutputResizer& resize_output) {
   CompiledFunctionImpl& impl = *impl_;
   KILN_RETURN_IF_ERROR(check_inputs(impl, inputs));
   KILN_RETURN_IF_ERROR(check_outputs(impl, outputs));
@@ -175,6 +180,7 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
   for (size_t i = 0; i < outputs.size(); ++i) {
     Slot& slot = *impl.slots[impl.outputs[i]];
     const Tensor& result = slot.tensor();
+    if (resize_output) KILN_RETURN_IF_ERROR(resize_output(i, result.sizes()));
     Status status = outputs[i]->resize(result.sizes());
     if (!status.ok()) {
       return Status(Error::InvalidArgument,

@@ -8,6 +8,7 @@
 #include <kiln/runtime/core/tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -90,6 +91,16 @@ class CompiledFunction {
   /// one expected, or a wrong count; a kernel's own error with the node named.
   runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
                       runtime::Span<runtime::Tensor* const> outputs);
+
+  /// Grows output `index`'s storage so it can take `sizes` (e.g. a runtime method's resize of
+  /// an unbounded tensor); called before the output is resized and written.
+  using OutputResizer = std::function<runtime::Status(size_t index, runtime::Span<const int64_t>)>;
+  /// Same as `run`, calling `resize_output` (when set) for each output with its result's sizes
+  /// first, so outputs whose sizes depend on data can be grown by their owner. Errors: as `run`,
+  /// and any error of `resize_output`.
+  runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
+                      runtime::Span<runtime::Tensor* const> outputs,
+                      const OutputResizer& resize_output);
 
  private:
   friend runtime::Result<std::unique_ptr<CompiledFunction>> specialize(

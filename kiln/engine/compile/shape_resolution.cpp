@@ -117,8 +117,17 @@ bool shape_is_data_independent(const ir::Node& node, const std::function<bool(in
   static const std::map<std::string, size_t> kIndicesInput = {
       {"Gather", 1},          {"GatherElements", 1}, {"GatherND", 1}, {"ScatterND", 1},
       {"ScatterElements", 1}, {"Scatter", 1},        {"OneHot", 0}};
+  // Ops whose floating-point inputs set the output shape (Range's bounds, Resize's scales).
+  static const std::set<std::string> kFloatsAreShapes = {"Range", "Resize", "Upsample"};
   if (kDataDependent.count(node.op) != 0 || !node.regions.empty() || !node.domain.empty()) {
     return false;
+  }
+  if (kFloatsAreShapes.count(node.op) != 0) {
+    for (int v : node.inputs) {
+      if (v >= 0 && !is_constant(v) && runtime::is_floating_point(dtype_of(v))) {
+        if (node.op == "Range" || v != node.inputs[0]) return false;
+      }
+    }
   }
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int v = node.inputs[i];

@@ -39,6 +39,12 @@ class Session {
                       runtime::Span<runtime::Tensor* const> outputs) {
     return function_->run(inputs, outputs);
   }
+  /// Same, letting the caller grow each output first (see `CompiledFunction::run`).
+  runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
+                      runtime::Span<runtime::Tensor* const> outputs,
+                      const compile::CompiledFunction::OutputResizer& resize_output) {
+    return function_->run(inputs, outputs, resize_output);
+  }
   const compile::CompiledFunction& function() const { return *function_; }
 
  private:

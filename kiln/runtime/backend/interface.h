@@ -8,6 +8,7 @@
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,14 +52,29 @@ class BackendInitContext {
   const NamedDataMap* named_data_;
 };
 
-/// What `execute` gets besides the handle: the method name for messages.
+/// What `execute` gets besides the handle: the method name for messages, and a way to resize
+/// outputs whose storage the method owns.
 class BackendExecutionContext {
  public:
-  explicit BackendExecutionContext(std::string_view method_name) : method_name_(method_name) {}
+  using ResizeFunction = std::function<Status(EValue&, Span<const int64_t>)>;
+  explicit BackendExecutionContext(std::string_view method_name, ResizeFunction resize = {})
+      : method_name_(method_name), resize_(std::move(resize)) {}
   std::string_view method_name() const { return method_name_; }
+
+  /// Sets an output tensor's sizes like a kernel's resize: Static tensors accept only their
+  /// planned sizes, Bounded ones any sizes within their capacity, Unbounded ones any sizes (the
+  /// method grows their storage). Without a resize function (a context made outside a Method)
+  /// it is `Tensor::resize`. Errors: InvalidType for a non-tensor; InvalidArgument naming the
+  /// sizes and the limit.
+  Status resize_output(EValue& output, Span<const int64_t> sizes) const {
+    if (resize_) return resize_(output, sizes);
+    if (!output.is_tensor()) return Status(Error::InvalidType, "resize output: not a tensor");
+    return output.to_tensor().resize(sizes);
+  }
 
  private:
   std::string_view method_name_;
+  ResizeFunction resize_;
 };
 
 /// An opaque per-delegate object a backend returns from `init`.

@@ -165,7 +165,10 @@ Status Method::run_instruction(size_t index) {
   }
   if (instruction.kind == Instruction::Kind::Delegate) {
     Delegate& delegate = delegates_[instruction.delegate];
-    BackendExecutionContext context(name());
+    BackendExecutionContext context(
+        name(), [this](EValue& value, Span<const int64_t> sizes) {
+          return resize_value(value, sizes);
+        });
     return delegate.backend->execute(context, delegate.handle, instruction.inputs,
                                      instruction.outputs);
   }

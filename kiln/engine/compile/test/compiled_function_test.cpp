@@ -444,6 +444,29 @@ TEST(Specialize, DataDependentShapesRunOnTheReferencePath) {
   EXPECT_EQ(out[2], 8);
 }
 
+TEST(Specialize, RangeWithFloatBoundsFromDataIsDataDependent) {
+  ModelBuilder b(9);
+  int limit = b.input("limit", {});
+  int start = b.weight_of("start", {}, {0.0f});
+  int delta = b.weight_of("delta", {}, {1.0f});
+  int r = b.unknown("r");
+  b.node("Range", {start, limit, delta}, {r});
+  b.output(r);
+  ir::Model model = b.build();
+  auto compiled = compile::specialize(model, "main", {{}}, cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  auto& f = **compiled;
+  EXPECT_FALSE(f.output_sizes(0).has_value());
+  for (float value : {3.0f, 5.0f}) {
+    std::vector<Buffer> inputs(1);
+    inputs[0].tensor = Tensor(ScalarType::Float32, {}, &value);
+    auto outputs = output_buffers(f);
+    Status st = run(f, inputs, outputs);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(outputs[0].tensor.numel(), static_cast<int64_t>(value));
+  }
+}
+
 TEST(Specialize, RunsAgainWithoutAllocating) {
   ir::Model model = conv_residual_model();
   auto compiled = compile::specialize(model, "main", {{1, 8, 10, 10}}, cpu_only());

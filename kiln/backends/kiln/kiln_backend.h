@@ -1,0 +1,87 @@
+#pragma once
+
+#include <kiln/runtime/backend/interface.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::backends {
+
+/// The id KilnBackend is registered under (in the shared `kiln` library, at static init).
+inline constexpr std::string_view kKilnBackendId = "KilnBackend";
+
+/// KilnBackend's load-time option keys (DESIGN.md §3). Each is optional:
+///
+/// - `compute_unit` (string, default `all`): `all`, `cpu_only`, `cpu_and_gpu`, `prefer_cpu`,
+///   `prefer_gpu`: the compute unit kinds a specialization may use and the one it prefers.
+///   Every value gets its own specialization. Takes effect at init. Only the CPU is placed on
+///   today, so a value that excludes it fails init.
+/// - `expect_frequent_reshapes` (bool, default false): the inputs' shapes change between calls.
+///   Trade-off: favour a shape-generic plan over one compiled plan per new shape. Takes effect
+///   at init (part of the specialization identifier); the engine has no generic plan yet, so
+///   today each new shape is still compiled once and kept.
+/// - `share_multifunction_model` (bool, default false): delegates loading the same package with
+///   the same specialization share one loaded model. Accepted and recorded; sharing is not
+///   implemented yet (each delegate loads its own model).
+/// - `cache_dir` (string, default `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else
+///   `~/.cache/kiln`; empty: no persistence): where specializations persist. Accepted and
+///   recorded; the engine's cache is not consulted yet (every init specializes).
+/// - `num_threads` (int 1..1024, default: the cores available): intra-op threads of the
+///   engine's oneDNN ops. Trade-off: more threads cut latency until they contend with other
+///   work. Takes effect at init.
+inline constexpr std::string_view kComputeUnitKey = "compute_unit";
+inline constexpr std::string_view kExpectFrequentReshapesKey = "expect_frequent_reshapes";
+inline constexpr std::string_view kShareMultifunctionModelKey = "share_multifunction_model";
+inline constexpr std::string_view kCacheDirKey = "cache_dir";
+inline constexpr std::string_view kNumThreadsKey = "num_threads";
+
+/// The settings one delegate was initialized with: the options given, defaults filling the rest.
+struct KilnBackendConfig {
+  std::string compute_unit = "all";
+  bool expect_frequent_reshapes = false;
+  bool share_multifunction_model = false;
+  std::string cache_dir;
+  int num_threads = 1;
+};
+
+/// The default `cache_dir` from the environment (see the option), "" when no home is known.
+std::string default_cache_dir();
+
+/// The compiling backend (DESIGN.md §3): runs a delegate's model package on the engine.
+///
+/// The delegate blob is a JSON manifest (see `manifest.h`) naming a model package stored in the
+/// program's named data and the one function to run. `init` validates the options and the
+/// manifest, opens the package in place (no weight copies; the package bytes stay alive with
+/// the handle), loads it with `engine::ModelLoader` for the options' specialization and, when
+/// the function's inputs are static, binds its session. `execute` checks the arguments' count,
+/// dtype and rank, binds the function to the inputs' shapes on first use of each shape (kept for
+/// later calls), runs it and resizes the outputs through the method.
+///
+/// Thread-safety: the backend object is stateless and shared; one handle serializes its own
+/// executions with a lock.
+class KilnBackend : public runtime::BackendInterface {
+ public:
+  bool is_available() const override { return true; }
+  std::vector<runtime::OptionSpec> option_specs() const override;
+  /// Errors: InvalidArgument naming the option (wrong type, unknown key, value out of range) or
+  /// the manifest field (see `parse_manifest`; also an unknown package key, a function absent
+  /// from the package, input or output names that differ from the function's); NotSupported for
+  /// the enumerated manifest form or options that exclude the CPU; the engine's errors when the
+  /// package is invalid or a static function fails to specialize.
+  runtime::Result<runtime::DelegateHandle*> init(
+      runtime::BackendInitContext& context, runtime::FreeableBuffer* processed,
+      runtime::Span<const runtime::CompileSpec> compile_specs) const override;
+  /// Errors: InvalidArgument naming the argument whose count, kind, dtype, rank or shape is
+  /// wrong; the engine's errors with the function named.
+  runtime::Status execute(runtime::BackendExecutionContext& context,
+                          runtime::DelegateHandle* handle,
+                          runtime::Span<runtime::EValue* const> inputs,
+                          runtime::Span<runtime::EValue* const> outputs) const override;
+  void destroy(runtime::DelegateHandle* handle) const override;
+
+  /// The settings a handle from `init` was made with (for tools and tests).
+  static const KilnBackendConfig& config_of(const runtime::DelegateHandle* handle);
+};
+
+}  // namespace kiln::backends
