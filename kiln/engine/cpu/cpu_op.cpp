@@ -23,7 +23,7 @@ Factory find_factory(const std::string& op) {
   if (op == "BatchNormalization") return create_batch_norm;
   if (op == "Add" || op == "Mul") return create_binary;
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Gelu" ||
-      op == "Exp" || op == "Log" || op == "Abs" || op == "Sqrt" || op == "Elu" ||
+      op == "Exp" || op == "Abs" || op == "Sqrt" || op == "Elu" ||
       op == "HardSwish" || op == "Softplus" || op == "Neg" || op == "Clip") {
     return create_unary;
   }

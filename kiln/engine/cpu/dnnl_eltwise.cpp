@@ -45,7 +45,8 @@ Result<Eltwise> eltwise_of(const OpDesc& desc) {
   if (op == "Sigmoid") return Eltwise{algorithm::eltwise_logistic};
   if (op == "Tanh") return Eltwise{algorithm::eltwise_tanh};
   if (op == "Exp") return Eltwise{algorithm::eltwise_exp};
-  if (op == "Log") return Eltwise{algorithm::eltwise_log};
+  // No Log: oneDNN's eltwise_log is off by ~1.4e-6 at log(1) = 0, outside ONNX's tolerance; the
+  // reference kernel runs it.
   if (op == "Abs") return Eltwise{algorithm::eltwise_abs};
   if (op == "Sqrt") return Eltwise{algorithm::eltwise_sqrt};
   if (op == "Neg") return Eltwise{algorithm::eltwise_linear, -1.0f, 0.0f};
