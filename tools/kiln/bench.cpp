@@ -1,6 +1,7 @@
 // `kiln bench`: load time, first run and latency statistics of one method, measured in this
 // process. Lives in kiln_tool_support so the tests drive it on programs built in code.
 
+#include <kiln/backends/kiln/kiln_backend.h>
 #include <kiln/extension/module/module.h>
 #include <tools/kiln/bench.h>
 #include <tools/kiln/method_inputs.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -39,11 +41,15 @@ bool has_kiln_delegate(const MethodMeta& meta) {
                      [](const auto& delegate) { return delegate.backend_id == kKilnBackendId; });
 }
 
-// The cache state of this load. No backend reports one yet: the portable program has no
-// delegate that caches. When KilnBackend exists, this asks its delegates whether init mapped
-// a stored specialization ("hit") or specialized and stored one ("miss"); the report and the
-// JSON already carry the field.
-std::string cache_state(const MethodMeta& /*meta*/) { return "off"; }
+// The cache state of one load, from KilnBackend's counters before and after it: "hit" when
+// every KilnBackend delegate mapped a stored specialization, "miss" when any specialized (and
+// stored), "off" when none used a cache (a portable method, or an empty cache_dir).
+std::string cache_state(const backends::KilnLoadCounters& before,
+                        const backends::KilnLoadCounters& after) {
+  if (after.cache_misses != before.cache_misses) return "miss";
+  if (after.cache_hits != before.cache_hits) return "hit";
+  return "off";
+}
 
 std::string format_ms(double ms) {
   char buffer[32];
@@ -149,10 +155,17 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
                              std::vector<int64_t>(sizes.begin(), sizes.end()), input.source});
   }
 
+  backends::KilnLoadCounters before = backends::kiln_load_counters();
   start = Clock::now();
   KILN_RETURN_IF_ERROR(module.load_method(report.method, options.empty() ? nullptr : &options));
   report.method_load_ms = ms_since(start);
-  report.cache = cache_state(meta);
+  backends::KilnLoadCounters after = backends::kiln_load_counters();
+  report.cache = cache_state(before, after);
+  for (size_t i = after.recent_warnings.size() -
+                  std::min<size_t>(after.recent_warnings.size(), after.warnings - before.warnings);
+       i < after.recent_warnings.size(); ++i) {
+    std::cerr << "kiln bench: warning: " << after.recent_warnings[i] << "\n";
+  }
 
   KILN_ASSIGN_OR_RETURN(runtime::Method * method, module.method(report.method));
   const std::vector<EValue> inputs = input_values(prepared, *method);

@@ -1,6 +1,7 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 
 #include <kiln/backends/kiln/manifest.h>
+#include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/specialization_options.h>
@@ -144,16 +145,34 @@ Status check_function(KilnDelegate& delegate) {
   return Status();
 }
 
+std::mutex counters_mutex;
+KilnLoadCounters counters;
+
+void count_load(const engine::LoadReport& report) {
+  std::lock_guard<std::mutex> lock(counters_mutex);
+  if (report.cache == "hit") ++counters.cache_hits;
+  if (report.cache == "miss") ++counters.cache_misses;
+  if (report.cache == "off") ++counters.uncached;
+  for (const std::string& warning : report.warnings) {
+    ++counters.warnings;
+    counters.recent_warnings.push_back(warning);
+    if (counters.recent_warnings.size() > 16) {
+      counters.recent_warnings.erase(counters.recent_warnings.begin());
+    }
+  }
+}
+
 Status load_model(KilnDelegate& delegate) {
   KILN_ASSIGN_OR_RETURN(
       auto options, engine::specialization::SpecializationOptions::from_compute_unit(
                         delegate.config.compute_unit, delegate.config.expect_frequent_reshapes));
   engine::compile::CompileOptions compile;
   compile.num_threads = delegate.config.num_threads;
-  // TODO(cache): pass a ModelCache at config.cache_dir once the engine serializes compiled
-  // functions; share loaded models across delegates when share_multifunction_model is set.
+  // TODO(share): share loaded models across delegates when share_multifunction_model is set.
+  engine::cache::ModelCache cache(delegate.config.cache_dir);
   KILN_ASSIGN_OR_RETURN(delegate.model,
-                        engine::ModelLoader::load(*delegate.package, options, nullptr, compile));
+                        engine::ModelLoader::load(*delegate.package, options, &cache, compile));
+  count_load(delegate.model->load_report());
   if (delegate.static_shapes) {
     KILN_ASSIGN_OR_RETURN(engine::Session session, delegate.model->bind(delegate.manifest.function,
                                                                         *delegate.static_shapes));
@@ -214,6 +233,11 @@ Status check_arguments(KilnDelegate& d, runtime::Span<runtime::EValue* const> in
 }
 
 }  // namespace
+
+KilnLoadCounters kiln_load_counters() {
+  std::lock_guard<std::mutex> lock(counters_mutex);
+  return counters;
+}
 
 std::string default_cache_dir() {
   if (const char* dir = std::getenv("KILN_CACHE_DIR")) return dir;

@@ -25,8 +25,10 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   the same specialization share one loaded model. Accepted and recorded; sharing is not
 ///   implemented yet (each delegate loads its own model).
 /// - `cache_dir` (string, default `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else
-///   `~/.cache/kiln`; empty: no persistence): where specializations persist. Accepted and
-///   recorded; the engine's cache is not consulted yet (every init specializes).
+///   `~/.cache/kiln`; empty: no persistence): where specializations persist. Init looks the
+///   compiled artifact of the model's static functions up there (a hit maps the pre-packed
+///   weights instead of packing them) and stores it after a miss. A directory that cannot be
+///   written leaves the load uncached (see `kiln_load_counters`), never failed.
 /// - `num_threads` (int 1..1024, default: the cores available): intra-op threads of the
 ///   engine's oneDNN ops. Trade-off: more threads cut latency until they contend with other
 ///   work. Takes effect at init.
@@ -47,6 +49,17 @@ struct KilnBackendConfig {
 
 /// The default `cache_dir` from the environment (see the option), "" when no home is known.
 std::string default_cache_dir();
+
+/// What the KilnBackend inits of this process did with the cache, for tools (`kiln bench`
+/// reports a load as "hit", "miss" or "off" from the difference across it).
+struct KilnLoadCounters {
+  uint64_t cache_hits = 0;    ///< inits whose compiled artifact came from the cache
+  uint64_t cache_misses = 0;  ///< inits that specialized and stored (or tried to)
+  uint64_t uncached = 0;      ///< inits with an empty `cache_dir`
+  uint64_t warnings = 0;      ///< cache problems met (entries not used, stores that failed)
+  std::vector<std::string> recent_warnings;  ///< the last 16, oldest first
+};
+KilnLoadCounters kiln_load_counters();
 
 /// The compiling backend (DESIGN.md §3): runs a delegate's model package on the engine.
 ///

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/ir/graph.h>
 #include <kiln/engine/specialization/specialization_options.h>
 #include <kiln/runtime/core/result.h>
@@ -33,6 +34,10 @@ struct CompileOptions {
   /// weights hold no data (a `package::PackageView`'s model). Empty: each weight's own `data`.
   /// The bytes are referenced, not copied: they must outlive the compiled function.
   std::vector<runtime::Span<const uint8_t>> weight_data;
+  /// Where oneDNN ops pack constant weights: one store shared by every function and shape of a
+  /// loaded model, so each weight is packed once (and can come from a compiled artifact). Kept
+  /// alive by the compiled function. Null: each op packs its own copy.
+  std::shared_ptr<cpu::PackedConstants> packed;
 };
 
 /// Where one step of a compiled function runs.

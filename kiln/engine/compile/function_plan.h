@@ -54,6 +54,8 @@ class CompiledFunctionImpl {
   std::vector<int> inputs, outputs;  ///< Slot indices.
   std::vector<std::vector<int64_t>> input_sizes;
   std::vector<std::unique_ptr<Slot>> slots;
+  std::shared_ptr<cpu::PackedConstants> packed;  ///< Keeps the steps' packed weights alive
+                                                 ///< (declared first: destroyed last).
   std::vector<Step> steps;
   std::vector<PlacementEntry> placement;
   std::vector<uint8_t> arena;  ///< Over-allocated by the alignment; `arena_base` is aligned.

@@ -39,6 +39,7 @@ class Builder {
   Result<std::unique_ptr<CompiledFunctionImpl>> build(
       const std::vector<std::vector<int64_t>>& input_sizes) {
     impl_->name = graph_.name;
+    impl_->packed = options_.packed;
     make_slots();
     KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, input_sizes));
     for (size_t v = 0; v < sizes.size(); ++v) {
@@ -281,6 +282,7 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   desc.op = node.op;
   desc.attributes = node.attributes;
   desc.num_threads = options_.num_threads;
+  desc.packed = options_.packed.get();
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);
   if (group != nullptr && group->bias) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/ir/graph.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/scalar_type.h>
@@ -66,12 +67,15 @@ struct OpDesc {
   /// Same length as `inputs`, or empty: a non-null entry is that input's constant value (a
   /// weight), packed at creation; at run time that input's pointer is ignored and may be null.
   std::vector<const runtime::Tensor*> constants;
-  std::vector<PostOp> post_ops;   ///< Fused after the op (MatMul, Gemm, Conv).
-  int num_outputs = 1;            ///< Outputs asked for; extra optional outputs are NotSupported.
+  std::vector<PostOp> post_ops;  ///< Fused after the op (MatMul, Gemm, Conv).
+  int num_outputs = 1;           ///< Outputs asked for; extra optional outputs are NotSupported.
   /// Intra-op threads for create and run; 0 = the library's default (all cores). Takes effect
   /// for this op only (the caller's OpenMP setting is restored after each call).
   int num_threads = 0;
   ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
+  /// Where constant weights are packed (shared with other ops, or adopted from a compiled
+  /// artifact); must outlive the op. Null: the op packs into storage of its own.
+  PackedConstants* packed = nullptr;
 };
 
 /// A compiled op for one set of input shapes. Lifecycle: `create` (may allocate, JIT and pack
@@ -101,5 +105,9 @@ class CpuOp {
   /// src:nChw16c wei:OIhw16i16o".
   virtual std::string describe() const = 0;
 };
+
+/// The kernel provider and its version, e.g. "oneDNN 2.6.3 (hash)": part of the engine
+/// version that cache keys record, since packed layouts and kernels change with it.
+std::string provider_version();
 
 }  // namespace kiln::engine::cpu

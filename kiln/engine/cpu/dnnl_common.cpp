@@ -107,8 +107,7 @@ Status check_inputs(const OpDesc& desc, size_t min_inputs, size_t max_inputs) {
     if (desc.inputs[i].dtype != runtime::ScalarType::Float32) {
       return error(desc, Error::NotSupported,
                    "input " + std::to_string(i) + " has dtype " +
-                       std::string(runtime::to_string(desc.inputs[i].dtype)) +
-                       " (expected f32)");
+                       std::string(runtime::to_string(desc.inputs[i].dtype)) + " (expected f32)");
     }
     const runtime::Tensor* constant = input_constant(desc, i);
     if (constant != nullptr &&
@@ -189,6 +188,63 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, cpu_engine(), const_cast<void*>(data));
 }
 
+std::string layout_bytes(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return std::string();
+  std::string out;
+  auto put = [&out](const auto& value) {
+    out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  auto put_dims = [&](const dnnl_dims_t& dims) {
+    for (int i = 0; i < d.ndims; ++i) put(dims[i]);
+  };
+  put(d.ndims);
+  put_dims(d.dims);
+  put(static_cast<int32_t>(d.data_type));
+  put_dims(d.padded_dims);
+  put_dims(d.padded_offsets);
+  put(d.offset0);
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  put_dims(b.strides);
+  put(b.inner_nblks);
+  for (int i = 0; i < b.inner_nblks && i < DNNL_MAX_NDIMS; ++i) put(b.inner_blks[i]);
+  for (int i = 0; i < b.inner_nblks && i < DNNL_MAX_NDIMS; ++i) put(b.inner_idxs[i]);
+  put(d.extra.flags);
+  put(d.extra.compensation_mask);
+  put(d.extra.scale_adjust);
+  put(d.extra.asymm_compensation_mask);
+  return out;
+}
+
+Result<dnnl::memory> pack_constant(const OpDesc& desc, const dnnl::memory::desc& source_md,
+                                   const void* source, const dnnl::memory::desc& target) {
+  auto reorder_into = [&](void* data) -> Status {
+    try {
+      dnnl::memory from = wrap(source_md, source);
+      dnnl::memory to(target, cpu_engine(), data);
+      dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+      cpu_stream().wait();
+    } catch (const dnnl::error& e) {
+      return error(desc, Error::Internal, std::string("packing a weight failed: ") + e.what());
+    }
+    return Status();
+  };
+  std::string source_layout = layout_bytes(source_md);
+  std::string target_layout = layout_bytes(target);
+  if (desc.packed == nullptr || source_layout.empty() || target_layout.empty()) {
+    dnnl::memory owned(target, cpu_engine());
+    KILN_RETURN_IF_ERROR(reorder_into(owned.get_data_handle()));
+    return owned;
+  }
+  PackKey key;
+  key.source_hash = hash_source(source, source_md.get_size());
+  key.layouts = source_layout + target_layout;
+  auto bytes =
+      desc.packed->get(key, target.get_size(), [&](uint8_t* data) { return reorder_into(data); });
+  if (!bytes.ok()) return bytes.status().with_context("create op '" + desc.op + "' (oneDNN)");
+  return wrap(target, *bytes);
+}
+
 dnnl::primitive_attr base_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -214,13 +270,12 @@ Status DnnlOp::execute(const dnnl::primitive& primitive,
 
 Status DnnlOp::check_run_counts(runtime::Span<const runtime::Tensor*> inputs,
                                 runtime::Span<runtime::Tensor*> outputs) const {
-  if (inputs.size() != num_inputs_ || outputs.size() != outputs_.size() ||
-      outputs[0] == nullptr) {
-    return Status(Error::InvalidArgument,
-                  "run op '" + op_ + "' (oneDNN): got " + std::to_string(inputs.size()) +
-                      " inputs and " + std::to_string(outputs.size()) + " outputs (expected " +
-                      std::to_string(num_inputs_) + " and " + std::to_string(outputs_.size()) +
-                      ")");
+  if (inputs.size() != num_inputs_ || outputs.size() != outputs_.size() || outputs[0] == nullptr) {
+    return Status(Error::InvalidArgument, "run op '" + op_ + "' (oneDNN): got " +
+                                              std::to_string(inputs.size()) + " inputs and " +
+                                              std::to_string(outputs.size()) +
+                                              " outputs (expected " + std::to_string(num_inputs_) +
+                                              " and " + std::to_string(outputs_.size()) + ")");
   }
   return Status();
 }
@@ -238,8 +293,7 @@ SimpleOp::SimpleOp(const OpDesc& desc, dnnl::primitive primitive,
   args_[DNNL_ARG_DST] = wrap(dst_md, nullptr);
 }
 
-void SimpleOp::bind_input(const OpDesc& desc, size_t index, int arg,
-                          const dnnl::memory::desc& md) {
+void SimpleOp::bind_input(const OpDesc& desc, size_t index, int arg, const dnnl::memory::desc& md) {
   const runtime::Tensor* constant = input_constant(desc, index);
   if (constant != nullptr) {
     dnnl::memory owned(md, cpu_engine());
@@ -273,9 +327,8 @@ std::string format_of(const dnnl::memory::desc& md) {
   // Dimensions from outermost to innermost stride, then inner blocks: oneDNN's tag spelling.
   std::vector<int> order(static_cast<size_t>(c.ndims));
   for (int i = 0; i < c.ndims; ++i) order[static_cast<size_t>(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return blocking.strides[a] > blocking.strides[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return blocking.strides[a] > blocking.strides[b]; });
   std::string tag;
   for (int d : order) {
     bool blocked = false;
@@ -293,3 +346,13 @@ std::string describe_pd(const dnnl::primitive_desc_base& pd) {
 }
 
 }  // namespace kiln::engine::cpu::dnnl_impl
+
+namespace kiln::engine::cpu {
+
+std::string provider_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " (" + std::string(v->hash ? v->hash : "") + ")";
+}
+
+}  // namespace kiln::engine::cpu

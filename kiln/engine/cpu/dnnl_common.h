@@ -75,6 +75,17 @@ int num_residuals(const OpDesc& desc);
 /// A memory object over caller data (re-pointed each run) or owned storage.
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 
+/// The fields of `md` that define a layout, as bytes (equal bytes: equal layouts); empty for
+/// a format kind other than blocked (such layouts are not shared).
+std::string layout_bytes(const dnnl::memory::desc& md);
+
+/// Memory in layout `target` holding the constant `source` (in layout `source_md`), reordered
+/// once: through `desc.packed` when set (shared with other ops, or adopted from a compiled
+/// artifact), else into storage the returned memory owns. Errors: Internal when the reorder
+/// fails; InvalidExternalData when held bytes do not fit `target`.
+Result<dnnl::memory> pack_constant(const OpDesc& desc, const dnnl::memory::desc& source_md,
+                                   const void* source, const dnnl::memory::desc& target);
+
 /// Primitive state shared by the implementations: the primitive, its arguments (re-pointed
 /// each run), an owned scratchpad, and output types.
 class DnnlOp : public CpuOp {

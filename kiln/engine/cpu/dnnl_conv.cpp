@@ -46,9 +46,9 @@ class ConvOp final : public DnnlOp {
       const void* residual = inputs[static_cast<size_t>(residual_index_)]->data();
       if (residual_stage_) {
         point(residual_stage_->plain, residual);
-        KILN_RETURN_IF_ERROR(execute(residual_stage_->reorder,
-                                     {{DNNL_ARG_FROM, residual_stage_->plain},
-                                      {DNNL_ARG_TO, dst_stage_->internal}}));
+        KILN_RETURN_IF_ERROR(execute(
+            residual_stage_->reorder,
+            {{DNNL_ARG_FROM, residual_stage_->plain}, {DNNL_ARG_TO, dst_stage_->internal}}));
       } else if (residual != out) {
         std::memcpy(out, residual, outputs[0]->nbytes());
       }
@@ -153,8 +153,8 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   };
   memory::desc x_md = preferred ? any(x_plain.dims()) : x_plain;
   memory::desc y_md = preferred ? any(y_plain.dims()) : y_plain;
-  bool has_bias = desc.inputs.size() - static_cast<size_t>(residuals) == 3 &&
-                  input_present(desc, 2);
+  bool has_bias =
+      desc.inputs.size() - static_cast<size_t>(residuals) == 3 && input_present(desc, 2);
   memory::desc b_md = plain_md(std::vector<int64_t>{out[1]});
   if (has_bias && desc.inputs[2].sizes != std::vector<int64_t>{out[1]}) {
     return error(desc, Error::InvalidArgument,
@@ -173,21 +173,19 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   attr.set_post_ops(ops);
   auto kind = dnnl::prop_kind::forward_inference;
   auto alg = dnnl::algorithm::convolution_direct;
-  auto conv_desc =
-      has_bias ? dnnl::convolution_forward::desc(kind, alg, x_md, any(w_dims), b_md, y_md,
-                                                 strides, dilations, pad_begin, pad_end)
-               : dnnl::convolution_forward::desc(kind, alg, x_md, any(w_dims), y_md, strides,
-                                                 dilations, pad_begin, pad_end);
+  auto conv_desc = has_bias
+                       ? dnnl::convolution_forward::desc(kind, alg, x_md, any(w_dims), b_md, y_md,
+                                                         strides, dilations, pad_begin, pad_end)
+                       : dnnl::convolution_forward::desc(kind, alg, x_md, any(w_dims), y_md,
+                                                         strides, dilations, pad_begin, pad_end);
   dnnl::convolution_forward::primitive_desc pd(conv_desc, attr, cpu_engine());
   op->primitive_ = dnnl::convolution_forward(pd);
   op->describe_ = describe_pd(pd) + " src:" + format_of(pd.src_desc()) +
                   " wei:" + format_of(pd.weights_desc()) + " dst:" + format_of(pd.dst_desc());
   op->hold_scratchpad(pd);
 
-  op->weights_ = memory(pd.weights_desc(), cpu_engine());
-  memory user_weights = wrap(w_plain, weights->data());
-  dnnl::reorder(user_weights, op->weights_).execute(cpu_stream(), user_weights, op->weights_);
-  cpu_stream().wait();
+  KILN_ASSIGN_OR_RETURN(op->weights_,
+                        pack_constant(desc, w_plain, weights->data(), pd.weights_desc()));
   op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
 
   if (pd.src_desc() != x_plain) {

@@ -15,8 +15,8 @@ using dnnl::memory;
 /// C of Gemm when it cannot be fused as a bias: beta * C is added by a sum post-op after C is
 /// broadcast into dst at run time.
 struct GemmC {
-  int64_t rows = 0;  ///< 1 or M.
-  int64_t cols = 0;  ///< 1 or N.
+  int64_t rows = 0;             ///< 1 or M.
+  int64_t cols = 0;             ///< 1 or N.
   std::vector<float> constant;  ///< C's values when constant.
   int index = -1;               ///< The input index when not constant.
 };
@@ -42,9 +42,8 @@ class MatMulOp final : public DnnlOp {
 
  private:
   void broadcast_c(runtime::Span<const runtime::Tensor*> inputs, float* dst) const {
-    const float* c = c_->index >= 0
-                         ? inputs[static_cast<size_t>(c_->index)]->data_ptr<float>()
-                         : c_->constant.data();
+    const float* c = c_->index >= 0 ? inputs[static_cast<size_t>(c_->index)]->data_ptr<float>()
+                                    : c_->constant.data();
     for (int64_t m = 0; m < m_; ++m) {
       const float* row = c + (c_->rows == 1 ? 0 : m * c_->cols);
       float* out = dst + m * n_;
@@ -87,11 +86,11 @@ Status MatMulOp::build(const OpDesc& desc, const memory::desc& src_md,
   const runtime::Tensor* constant_weights = input_constant(desc, 1);
   weights_constant_ = constant_weights != nullptr;
   memory::desc weights_any(weights_md.dims(), memory::data_type::f32, memory::format_tag::any);
-  auto op_desc = bias_md != nullptr
-                     ? dnnl::matmul::desc(src_md, weights_constant_ ? weights_any : weights_md,
-                                          *bias_md, dst_md)
-                     : dnnl::matmul::desc(src_md, weights_constant_ ? weights_any : weights_md,
-                                          dst_md);
+  auto op_desc =
+      bias_md != nullptr
+          ? dnnl::matmul::desc(src_md, weights_constant_ ? weights_any : weights_md, *bias_md,
+                               dst_md)
+          : dnnl::matmul::desc(src_md, weights_constant_ ? weights_any : weights_md, dst_md);
   dnnl::matmul::primitive_desc pd(op_desc, attr, cpu_engine());
   primitive_ = dnnl::matmul(pd);
   describe_ = describe_pd(pd) + " wei:" + format_of(pd.weights_desc());
@@ -100,10 +99,8 @@ Status MatMulOp::build(const OpDesc& desc, const memory::desc& src_md,
   src_ = wrap(src_md, nullptr);
   dst_ = wrap(dst_md, nullptr);
   if (weights_constant_) {
-    weights_ = memory(pd.weights_desc(), cpu_engine());
-    memory user = wrap(weights_md, constant_weights->data());
-    dnnl::reorder(user, weights_).execute(cpu_stream(), user, weights_);
-    cpu_stream().wait();
+    KILN_ASSIGN_OR_RETURN(
+        weights_, pack_constant(desc, weights_md, constant_weights->data(), pd.weights_desc()));
   } else {
     weights_ = wrap(weights_md, nullptr);
   }
@@ -163,8 +160,8 @@ Result<std::unique_ptr<CpuOp>> MatMulOp::create(const OpDesc& desc, bool gemm) {
       const std::vector<int64_t>& bias = desc.inputs[2].sizes;
       if (bias.size() != 1 || bias[0] != d2[rank - 1]) {
         return error(desc, Error::InvalidArgument,
-                     "bias (input 2) has shape " + runtime::shape_to_string(bias) +
-                         " (expected [" + std::to_string(d2[rank - 1]) + "])");
+                     "bias (input 2) has shape " + runtime::shape_to_string(bias) + " (expected [" +
+                         std::to_string(d2[rank - 1]) + "])");
       }
       bias_md = plain_md(pad_rank(bias, rank));
       if (third_constant != nullptr) {
@@ -175,8 +172,8 @@ Result<std::unique_ptr<CpuOp>> MatMulOp::create(const OpDesc& desc, bool gemm) {
         op->bias_index_ = 2;
       }
     }
-    KILN_RETURN_IF_ERROR(op->build(desc, plain_md(a2), plain_md(b2),
-                                   bias_md ? &*bias_md : nullptr, plain_md(d2), 1.0f, {}));
+    KILN_RETURN_IF_ERROR(op->build(desc, plain_md(a2), plain_md(b2), bias_md ? &*bias_md : nullptr,
+                                   plain_md(d2), 1.0f, {}));
     return std::unique_ptr<CpuOp>(std::move(op));
   }
 
@@ -225,8 +222,8 @@ Result<std::unique_ptr<CpuOp>> MatMulOp::create(const OpDesc& desc, bool gemm) {
     }
   }
   KILN_RETURN_IF_ERROR(op->build(desc, src_md, weights_md, bias_md ? &*bias_md : nullptr,
-                                 plain_md(std::vector<int64_t>{m, n}),
-                                 static_cast<float>(alpha), sum_scale));
+                                 plain_md(std::vector<int64_t>{m, n}), static_cast<float>(alpha),
+                                 sum_scale));
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 

@@ -1,5 +1,8 @@
 #include <kiln/engine/ir/graph.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace kiln::engine::ir {
 
 bool TensorType::is_static() const {
@@ -46,19 +49,15 @@ int Graph::add_value(Value value) {
 
 uint64_t hash_weight(runtime::ScalarType dtype, runtime::Span<const int64_t> sizes,
                      runtime::Span<const uint8_t> data) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* bytes_in, size_t size) {
-    const auto* bytes = static_cast<const uint8_t*>(bytes_in);
-    for (size_t i = 0; i < size; ++i) {
-      h ^= bytes[i];
-      h *= 1099511628211ull;
-    }
-  };
+  // XXH3 runs at memory speed: a package's reader hashes every weight, so this is load time.
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
   auto code = static_cast<uint8_t>(dtype);
-  mix(&code, 1);
-  mix(sizes.data(), sizes.size() * sizeof(int64_t));
-  mix(data.data(), data.size());
-  return h;
+  XXH3_64bits_update(&state, &code, 1);
+  XXH3_64bits_update(&state, sizes.data(), sizes.size() * sizeof(int64_t));
+  XXH3_64bits_update(&state, data.data(), data.size());
+  return XXH3_64bits_digest(&state);
 }
 
 uint64_t hash_weight(const Weight& weight) {

@@ -106,7 +106,7 @@ struct Model {
   const Graph* find_function(std::string_view name) const;
 };
 
-/// The content hash of a weight's dtype, sizes and bytes (64-bit FNV-1a).
+/// The content hash of a weight's dtype, sizes and bytes (XXH3-64).
 uint64_t hash_weight(const Weight& weight);
 /// The same hash from the parts, for weight bytes held elsewhere (a mapped model package).
 uint64_t hash_weight(runtime::ScalarType dtype, runtime::Span<const int64_t> sizes,

@@ -1,6 +1,12 @@
 #include <kiln/engine/loader/model_loader.h>
 
+#include <kiln/engine/artifact/compiled_artifact.h>
+#include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/package/package.h>
+#include <kiln/engine/specialization/devices.h>
+
+#include <optional>
 
 namespace kiln::engine {
 
@@ -36,28 +42,159 @@ std::vector<std::string> LoadedModel::function_names() const {
   return names;
 }
 
+namespace {
+
+constexpr char kEngineVersion[] = "kiln-engine 1";
+
+// Everything of a compiled function's plan that a warm load must reproduce: each step's
+// placement (node, op, device, fused nodes, implementation) and the arena size.
+uint64_t plan_fingerprint(const compile::CompiledFunction& function) {
+  std::string text = std::to_string(function.arena_bytes());
+  for (const compile::PlacementEntry& step : function.placement()) {
+    text += '\n' + step.node + '\t' + step.op + '\t' + step.device + '\t' + step.detail;
+    for (const std::string& fused : step.fused) text += '\t' + fused;
+  }
+  return cache::checksum64(text.data(), text.size());
+}
+
+struct StaticFunction {
+  std::string name;
+  std::vector<std::vector<int64_t>> sizes;
+};
+
+std::vector<StaticFunction> static_functions(const ir::Model& model) {
+  std::vector<StaticFunction> out;
+  for (const ir::Graph& graph : model.functions) {
+    StaticFunction f{graph.name, {}};
+    bool is_static = true;
+    for (int input : graph.inputs) {
+      auto sizes = graph.values[static_cast<size_t>(input)].type.static_sizes();
+      is_static = is_static && sizes.has_value();
+      if (sizes) f.sizes.push_back(*sizes);
+    }
+    if (is_static) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Looks the artifact up and adopts its packed weights; returns its function records on a hit.
+std::optional<std::vector<artifact::FunctionRecord>> adopt_cached(cache::ModelCache& cache,
+                                                                  const cache::CacheKey& key,
+                                                                  cpu::PackedConstants& packed,
+                                                                  LoadReport& report) {
+  auto entry = cache.lookup(key);
+  if (!entry.ok() || !entry->has_value()) return std::nullopt;
+  const cache::MappedEntry& mapped = **entry;
+  auto view = artifact::read_artifact(mapped.payload());
+  if (!view.ok()) {
+    report.warnings.push_back("cache entry " + mapped.path() +
+                              " not used: " + view.status().message());
+    return std::nullopt;
+  }
+  for (const artifact::PackedRecord& record : view->packed) {
+    Status adopted = packed.adopt(record.key, record.bytes, mapped.owner());
+    if (!adopted.ok()) {
+      report.warnings.push_back("cache entry " + mapped.path() + " not used: " + adopted.message());
+      return std::nullopt;
+    }
+  }
+  report.cache_entry = mapped.path();
+  return std::move(view->functions);
+}
+
+}  // namespace
+
+std::string engine_version() {
+  return std::string(kEngineVersion) + " / " + cpu::provider_version();
+}
+
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
     const ir::Model& model, const specialization::SpecializationOptions& options,
-    cache::ModelCache* /*cache: not consulted until compiled functions are serialized*/,
-    const compile::CompileOptions& compile) {
+    cache::ModelCache* cache, const compile::CompileOptions& compile) {
   if (!options.allows(specialization::ComputeKind::Cpu)) {
     return Status(Error::NotSupported,
                   "load model: options '" + options.identifier() +
                       "' do not allow the CPU (expected units to include cpu, the only kind "
                       "this engine places work on)");
   }
-  std::shared_ptr<LoadedModel> loaded(new LoadedModel(model, options, compile));
-  for (const ir::Graph& graph : model.functions) {
-    std::vector<std::vector<int64_t>> sizes;
-    bool is_static = true;
-    for (int input : graph.inputs) {
-      auto s = graph.values[static_cast<size_t>(input)].type.static_sizes();
-      is_static = is_static && s.has_value();
-      if (s) sizes.push_back(*s);
+  std::optional<uint64_t> model_hash;
+  if (cache != nullptr && !cache->dir().empty()) {
+    auto hash = package::package_hash(model);
+    if (!hash.ok()) return hash.status().with_context("load model");
+    model_hash = *hash;
+  }
+  return load_with_hash(model, options, model_hash ? cache : nullptr, model_hash.value_or(0),
+                        compile);
+}
+
+Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
+    const ir::Model& model, const specialization::SpecializationOptions& options,
+    cache::ModelCache* cache, uint64_t model_hash, const compile::CompileOptions& compile) {
+  if (!options.allows(specialization::ComputeKind::Cpu)) {
+    return Status(Error::NotSupported,
+                  "load model: options '" + options.identifier() +
+                      "' do not allow the CPU (expected units to include cpu, the only kind "
+                      "this engine places work on)");
+  }
+  compile::CompileOptions with_store = compile;
+  if (!with_store.packed) with_store.packed = std::make_shared<cpu::PackedConstants>();
+  std::shared_ptr<LoadedModel> loaded(new LoadedModel(model, options, with_store));
+  LoadReport& report = loaded->report_;
+  std::vector<StaticFunction> functions = static_functions(model);
+
+  bool use_cache = cache != nullptr && !cache->dir().empty();
+  cache::CacheKey key;
+  std::optional<std::vector<artifact::FunctionRecord>> cached;
+  if (use_cache) {
+    key.model_hash = model_hash;
+    for (const StaticFunction& f : functions) {
+      key.functions.push_back(f.name);
+      key.input_shapes.push_back(f.sizes);
     }
-    if (!is_static) continue;
-    Result<Session> session = loaded->bind(graph.name, sizes);
+    key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0");
+    key.engine_version = engine_version();
+    key.cpu_features = specialization::cpu_features();
+    cached = adopt_cached(*cache, key, *with_store.packed, report);
+  }
+
+  std::vector<artifact::FunctionRecord> records;
+  for (const StaticFunction& f : functions) {
+    Result<Session> session = loaded->bind(f.name, f.sizes);
     if (!session.ok()) return session.status().with_context("load model");
+    const compile::CompiledFunction& compiled = session->function();
+    records.push_back(artifact::FunctionRecord{f.name, f.sizes, plan_fingerprint(compiled),
+                                               compiled.arena_bytes(),
+                                               static_cast<uint32_t>(compiled.placement().size())});
+  }
+  report.packed_constants = with_store.packed->num_packed();
+  report.adopted_constants = with_store.packed->num_adopted_used();
+  if (!use_cache) return loaded;
+
+  if (cached && *cached == records && report.packed_constants == 0) {
+    report.cache = "hit";
+    return loaded;
+  }
+  if (cached) {
+    report.warnings.push_back(
+        "cache entry " + report.cache_entry + " did not match this engine's plan (" +
+        std::to_string(report.packed_constants) + " weights packed again); storing a new one");
+    report.cache_entry.clear();
+  }
+  report.cache = "miss";
+  std::vector<artifact::PackedRecord> packed;
+  for (const cpu::PackedConstants::Entry& e : with_store.packed->entries()) {
+    packed.push_back(artifact::PackedRecord{e.key, e.bytes});
+  }
+  std::vector<uint8_t> payload = artifact::write_artifact(records, packed);
+  uint64_t failed_before = cache->stats().failed_stores;
+  Status stored = cache->store(key, payload, model_hash);
+  if (!stored.ok()) {
+    report.warnings.push_back("compiled artifact not stored: " + stored.message());
+  } else if (cache->stats().failed_stores != failed_before) {
+    auto warnings = cache->warnings();
+    report.warnings.push_back(
+        "compiled artifact not stored: " +
+        (warnings.empty() ? std::string("see the cache's warnings") : warnings.back()));
   }
   return loaded;
 }
@@ -70,7 +207,7 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
   for (size_t i = 0; i < package.num_weights(); ++i) {
     with_weights.weight_data.push_back(package.weight_data(i));
   }
-  return load(package.model(), options, cache, with_weights);
+  return load_with_hash(package.model(), options, cache, package.content_hash(), with_weights);
 }
 
 }  // namespace kiln::engine

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/ir/graph.h>
 #include <kiln/engine/specialization/specialization_options.h>
 #include <kiln/runtime/core/result.h>
@@ -64,6 +65,23 @@ struct FunctionPlacement {
   std::vector<compile::PlacementEntry> steps;
 };
 
+/// What a load did about the cache and the packed weights.
+struct LoadReport {
+  /// "hit": the compiled artifact came from the cache and its packed weights were used in
+  /// place; "miss": the model was specialized and (unless a warning says otherwise) stored;
+  /// "off": no cache (none given, or its directory is empty).
+  std::string cache = "off";
+  std::string cache_entry;         ///< The entry's file on a hit; empty otherwise.
+  uint64_t packed_constants = 0;   ///< Weights packed (reordered) during the load.
+  uint64_t adopted_constants = 0;  ///< Weights taken packed from the artifact.
+  /// Why a hit was not used or a store failed (the load itself succeeded).
+  std::vector<std::string> warnings;
+};
+
+/// The engine's version, as cache keys record it: the engine and its CPU kernel provider
+/// (a new version of either never reads entries of the other).
+std::string engine_version();
+
 /// A model loaded for one `SpecializationOptions`: its functions, specialized per input shapes
 /// on first use (functions whose inputs are all static are specialized at load).
 ///
@@ -86,6 +104,10 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   const specialization::SpecializationOptions& options() const { return options_; }
   /// The model's function names, in model order.
   std::vector<std::string> function_names() const;
+  /// What the load did (cache state, weights packed or adopted).
+  const LoadReport& load_report() const { return report_; }
+  /// The packed weights of every function and shape bound so far.
+  const cpu::PackedConstants& packed_constants() const { return *compile_.packed; }
 
  private:
   friend class ModelLoader;
@@ -97,6 +119,7 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   const ir::Model& model_;
   specialization::SpecializationOptions options_;
   compile::CompileOptions compile_;
+  LoadReport report_;
   mutable std::mutex mutex_;
   std::map<Key, std::shared_ptr<compile::CompiledFunction>> compiled_;
 };
@@ -105,11 +128,19 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
 class ModelLoader {
  public:
   /// Loads `model` for `options`: checks that the options allow the CPU and specializes every
-  /// function whose inputs all have static shapes, so their first `bind` is immediate.
-  /// `cache` is not consulted yet (compiled functions are not serialized yet): it may be null,
-  /// and a non-null cache is left untouched. `model` must outlive the result. Errors:
-  /// NotSupported naming the options' identifier when they do not allow the CPU; any error of
-  /// specializing a static function (see `compile::specialize`).
+  /// function whose inputs all have static shapes, so their first `bind` is immediate. All
+  /// functions and shapes of the result share one store of packed weights.
+  ///
+  /// With a `cache` (non-null, non-empty directory) the static functions' compiled artifact
+  /// is looked up under a `cache::CacheKey` of the model's package hash, those functions and
+  /// shapes, the options' identifier (plus ";fuse=0" when fusion is off), `engine_version()`
+  /// and `specialization::cpu_features()`. A hit adopts the artifact's packed weights in place
+  /// (mapped, not copied or repacked) and derives the plans again, checking them against the
+  /// artifact's fingerprints; a miss, or an artifact that does not match, specializes and
+  /// stores a new artifact. Cache problems never fail a load: they become warnings in
+  /// `load_report()`. `model` must outlive the result. Errors: NotSupported naming the
+  /// options' identifier when they do not allow the CPU; any error of specializing a static
+  /// function (see `compile::specialize`).
   static runtime::Result<std::shared_ptr<LoadedModel>> load(
       const ir::Model& model, const specialization::SpecializationOptions& options,
       cache::ModelCache* cache = nullptr, const compile::CompileOptions& compile = {});
@@ -119,6 +150,11 @@ class ModelLoader {
   static runtime::Result<std::shared_ptr<LoadedModel>> load(
       const package::PackageView& package, const specialization::SpecializationOptions& options,
       cache::ModelCache* cache = nullptr, const compile::CompileOptions& compile = {});
+
+ private:
+  static runtime::Result<std::shared_ptr<LoadedModel>> load_with_hash(
+      const ir::Model& model, const specialization::SpecializationOptions& options,
+      cache::ModelCache* cache, uint64_t model_hash, const compile::CompileOptions& compile);
 };
 
 }  // namespace kiln::engine

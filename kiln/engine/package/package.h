@@ -13,7 +13,7 @@ namespace kiln::engine::package {
 /// The first four bytes of a model package file.
 inline constexpr char kPackageMagic[4] = {'K', 'L', 'N', 'P'};
 /// The format version this build writes and the only one it reads.
-inline constexpr uint32_t kPackageFormatVersion = 1;
+inline constexpr uint32_t kPackageFormatVersion = 2;  // 2: per-weight hashes are XXH3-64
 /// Size of the fixed header; the flatbuffer starts right after it.
 inline constexpr size_t kPackageHeaderSize = 64;
 /// Alignment of the weight segment and of every weight in it (within the file).

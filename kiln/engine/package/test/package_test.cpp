@@ -264,7 +264,7 @@ TEST(ModelPackage, RejectsBadHeaderFields) {
   auto bad_magic = bytes;
   bad_magic[0] = 'X';
   expect_invalid(bad_magic, "magic is not");
-  expect_invalid(with(format::kVersionAt, 2, 4), "format version 2 (expected 1)");
+  expect_invalid(with(format::kVersionAt, 1, 4), "format version 1 (expected 2)");
   expect_invalid(with(format::kFlatbufferOffsetAt, 72, 8), "flatbuffer offset 72");
   expect_invalid(with(format::kFlatbufferSizeAt, 1u << 30, 8), "flatbuffer size 1073741824");
   expect_invalid(with(format::kWeightsOffsetAt, 1u << 20, 8), "weight segment offset 1048576");

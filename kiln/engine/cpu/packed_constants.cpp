@@ -1,0 +1,79 @@
+#include <kiln/engine/cpu/packed_constants.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace kiln::engine::cpu {
+
+using runtime::Error;
+using runtime::Result;
+using runtime::Status;
+
+Result<const uint8_t*> PackedConstants::get(const PackKey& key, size_t size,
+                                            const std::function<Status(uint8_t*)>& pack) {
+  // Packing runs under the lock: two ops asking for one constant pack it once, and packing
+  // is a load-time cost only.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = held_.find(key);
+  if (it != held_.end()) {
+    if (it->second.bytes.size() != size) {
+      return Status(Error::InvalidExternalData, "packed constant: held bytes have size " +
+                                                    std::to_string(it->second.bytes.size()) +
+                                                    " (expected " + std::to_string(size) +
+                                                    " for the layout asked for)");
+    }
+    ++reused_;
+    if (it->second.owner) ++adopted_used_;
+    return it->second.bytes.data();
+  }
+  Held held;
+  KILN_ASSIGN_OR_RETURN(held.owned, runtime::allocate_aligned(std::max<size_t>(size, 1)));
+  KILN_RETURN_IF_ERROR(pack(held.owned.get()));
+  held.bytes = {held.owned.get(), size};
+  const uint8_t* data = held.owned.get();
+  held_.emplace(key, std::move(held));
+  ++packed_;
+  owned_bytes_ += size;
+  return data;
+}
+
+Status PackedConstants::adopt(const PackKey& key, runtime::Span<const uint8_t> bytes,
+                              std::shared_ptr<const void> owner) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 64 != 0) {
+    return Status(Error::InvalidArgument,
+                  "packed constant: adopted bytes are not 64-byte aligned (expected aligned "
+                  "storage, as in a compiled artifact)");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  held_.try_emplace(key, Held{runtime::AlignedBuffer(), std::move(owner), bytes});
+  return Status();
+}
+
+std::vector<PackedConstants::Entry> PackedConstants::entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Entry> out;
+  out.reserve(held_.size());
+  for (const auto& [key, held] : held_) out.push_back(Entry{key, held.bytes});
+  return out;
+}
+
+uint64_t PackedConstants::num_packed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return packed_;
+}
+uint64_t PackedConstants::num_reused() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reused_;
+}
+uint64_t PackedConstants::num_adopted_used() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return adopted_used_;
+}
+uint64_t PackedConstants::owned_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return owned_bytes_;
+}
+
+uint64_t hash_source(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
+}  // namespace kiln::engine::cpu

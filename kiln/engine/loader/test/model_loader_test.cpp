@@ -1,0 +1,249 @@
+// The model loader: binding, placement, packages and the compiled-artifact cache.
+#include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/specialization/devices.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace kiln::engine {
+namespace {
+
+using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+
+TEST(ModelLoader, LoadsBindsRunsAndReportsPlacement) {
+  ir::Model model = conv_residual_model();
+  auto loaded = ModelLoader::load(model, cpu_only(), /*cache=*/nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  // The static function was specialized at load.
+  auto report = (*loaded)->placement();
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_EQ(report[0].function, "main");
+  ASSERT_EQ(report[0].steps.size(), 2u);
+  EXPECT_EQ(report[0].steps[0].device, "cpu:onednn");
+  auto session = (*loaded)->bind("main", {{1, 8, 10, 10}});
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  auto again = (*loaded)->bind("main", {{1, 8, 10, 10}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(&session->function(), &again->function());  // one compiled function, shared
+
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {1, 8, 10, 10}, 5));
+  std::vector<const Tensor*> in = {&inputs[0].tensor};
+  auto expected = interpret(model, in);
+  auto outputs = output_buffers(session->function());
+  std::vector<Tensor*> out = {&outputs[0].tensor};
+  ASSERT_TRUE(session->run(in, out).ok());
+  expect_close(outputs[0].tensor, expected[0].tensor);
+}
+
+TEST(ModelLoader, LoadsFromAPackageWithoutCopyingWeights) {
+  ir::Model model = conv_residual_model();
+  auto bytes = package::write_package(model);
+  ASSERT_TRUE(bytes.ok());
+  std::vector<uint64_t> aligned((bytes->size() + 7) / 8);
+  std::memcpy(aligned.data(), bytes->data(), bytes->size());
+  auto view = package::PackageView::open(runtime::Span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(aligned.data()), bytes->size()));
+  ASSERT_TRUE(view.ok()) << view.status().to_string();
+  auto loaded = ModelLoader::load(*view, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto session = (*loaded)->bind("main", {{1, 8, 10, 10}});
+  ASSERT_TRUE(session.ok());
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {1, 8, 10, 10}, 6));
+  std::vector<const Tensor*> in = {&inputs[0].tensor};
+  auto expected = interpret(model, in);
+  auto outputs = output_buffers(session->function());
+  std::vector<Tensor*> out = {&outputs[0].tensor};
+  ASSERT_TRUE(session->run(in, out).ok());
+  expect_close(outputs[0].tensor, expected[0].tensor);
+}
+
+/// A model package in 8-byte aligned memory, opened as a view.
+struct PackageBytes {
+  explicit PackageBytes(const ir::Model& model) {
+    auto bytes = package::write_package(model);
+    EXPECT_TRUE(bytes.ok());
+    size = bytes->size();
+    words.resize((size + 7) / 8);
+    std::memcpy(words.data(), bytes->data(), size);
+    auto opened = package::PackageView::open(
+        runtime::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(words.data()), size));
+    EXPECT_TRUE(opened.ok()) << opened.status().to_string();
+    view = std::make_unique<package::PackageView>(std::move(opened).get());
+  }
+  std::vector<uint64_t> words;
+  size_t size = 0;
+  std::unique_ptr<package::PackageView> view;
+};
+
+/// A fresh directory under the test temp dir, removed at the end.
+struct TempDir {
+  explicit TempDir(const std::string& name)
+      : path(std::filesystem::path(::testing::TempDir()) / ("kiln_loader_" + name)) {
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
+/// Runs `main` of a loaded conv_residual_model on seeded data and checks it against the
+/// reference interpreter.
+void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int64_t batch = 1) {
+  auto session = loaded.bind("main", {{batch, 8, 10, 10}});
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {batch, 8, 10, 10}, 9));
+  std::vector<const Tensor*> in = {&inputs[0].tensor};
+  auto expected = interpret(model, in);
+  auto outputs = output_buffers(session->function());
+  std::vector<Tensor*> out = {&outputs[0].tensor};
+  ASSERT_TRUE(session->run(in, out).ok());
+  expect_close(outputs[0].tensor, expected[0].tensor);
+}
+
+TEST(ModelLoaderCache, ColdLoadStoresWarmLoadAdoptsPackedWeights) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("warm");
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto cold = ModelLoader::load(*package.view, cpu_only(), &cache);
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    const LoadReport& report = (*cold)->load_report();
+    EXPECT_EQ(report.cache, "miss");
+    EXPECT_EQ(report.packed_constants, 2u);  // the two conv weights
+    EXPECT_EQ(report.adopted_constants, 0u);
+    EXPECT_TRUE(report.warnings.empty()) << report.warnings[0];
+    EXPECT_EQ(cache.stats().stores, 1u);
+    expect_runs_like_reference(**cold, model);
+  }
+  cache::ModelCache cache(dir.path.string());  // a new process would start like this
+  auto warm = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  const LoadReport& report = (*warm)->load_report();
+  EXPECT_EQ(report.cache, "hit");
+  EXPECT_EQ(report.packed_constants, 0u);  // nothing repacked
+  EXPECT_EQ(report.adopted_constants, 2u);
+  EXPECT_FALSE(report.cache_entry.empty());
+  EXPECT_EQ(cache.stats().hits, 1u);
+  expect_runs_like_reference(**warm, model);
+}
+
+TEST(ModelLoaderCache, EachSpecializationGetsItsOwnEntry) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("options");
+  cache::ModelCache cache(dir.path.string());
+  SpecializationOptions reshapes = cpu_only();
+  reshapes.expect_frequent_reshapes = true;
+  compile::CompileOptions no_fusion;
+  no_fusion.fuse = false;
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache).ok());
+  ASSERT_TRUE(ModelLoader::load(*package.view, reshapes, &cache).ok());
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache, no_fusion).ok());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 3u);
+  for (const auto& entry : *entries) EXPECT_EQ(entry.model_hash, package.view->content_hash());
+  auto again = ModelLoader::load(*package.view, reshapes, &cache);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->load_report().cache, "hit");
+}
+
+TEST(ModelLoaderCache, CorruptEntryIsAMissAndIsRebuilt) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("corrupt");
+  cache::ModelCache cache(dir.path.string());
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache).ok());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  {
+    std::fstream file(entries->front().path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(entries->front().size_bytes - 3));
+    file.put('\x5a');
+  }
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->load_report().cache, "miss");
+  EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+  EXPECT_EQ(cache.stats().rebuilds, 1u);
+  expect_runs_like_reference(**loaded, model);
+  auto warm = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(warm.ok());
+  EXPECT_EQ((*warm)->load_report().cache, "hit");
+}
+
+TEST(ModelLoaderCache, ArtifactThatDoesNotReadIsReplacedWithAWarning) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("artifact");
+  cache::ModelCache cache(dir.path.string());
+  // The key the loader documents, holding a payload that is not an artifact.
+  cache::CacheKey key;
+  key.model_hash = package.view->content_hash();
+  key.functions = {"main"};
+  key.input_shapes = {{{1, 8, 10, 10}}};
+  key.specialization = cpu_only().identifier();
+  key.engine_version = engine_version();
+  key.cpu_features = specialization::cpu_features();
+  std::vector<uint8_t> junk(256, 0x11);
+  ASSERT_TRUE(cache.store(key, junk, key.model_hash).ok());
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const LoadReport& report = (*loaded)->load_report();
+  EXPECT_EQ(report.cache, "miss");
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_THAT(report.warnings[0], HasSubstr("compiled artifact: magic"));
+  expect_runs_like_reference(**loaded, model);
+  auto warm = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(warm.ok());
+  EXPECT_EQ((*warm)->load_report().cache, "hit");
+}
+
+TEST(ModelLoaderCache, UnwritableDirectoryLoadsUncachedWithAWarning) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("unwritable");
+  std::filesystem::create_directories(dir.path);
+  std::ofstream(dir.path / "file") << "not a directory";
+  cache::ModelCache cache((dir.path / "file").string());
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const LoadReport& report = (*loaded)->load_report();
+  EXPECT_EQ(report.cache, "miss");
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_THAT(report.warnings[0], HasSubstr("compiled artifact not stored"));
+  expect_runs_like_reference(**loaded, model);
+}
+
+TEST(ModelLoaderCache, NoCacheOrEmptyDirectoryIsOff) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  cache::ModelCache disabled("");
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &disabled);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->load_report().cache, "off");
+  auto uncached = ModelLoader::load(*package.view, cpu_only());
+  ASSERT_TRUE(uncached.ok());
+  EXPECT_EQ((*uncached)->load_report().cache, "off");
+}
+
+TEST(ModelLoader, WeightsArePackedOnceForEveryShape) {
+  ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  auto loaded = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_runs_like_reference(**loaded, model, 1);
+  EXPECT_EQ((*loaded)->packed_constants().num_packed(), 2u);
+  expect_runs_like_reference(**loaded, model, 3);
+  expect_runs_like_reference(**loaded, model, 2);
+  // Three shapes, two conv weights each: packed once, reused by the other shapes.
+  EXPECT_EQ((*loaded)->packed_constants().num_packed(), 2u);
+  EXPECT_EQ((*loaded)->packed_constants().num_reused(), 4u);
+}
+
+}  // namespace
+}  // namespace kiln::engine
