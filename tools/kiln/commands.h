@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
-#include <vector>
 
 namespace kiln::tools {
 
@@ -36,8 +35,10 @@ Command add_conformance_command(CLI::App& root);
 /// `kiln export MODEL.onnx -o OUT.kiln [--backend portable|kiln] [--bound M:I:D=MAX]...`.
 Command add_export_command(CLI::App& root);
 
-/// The subcommands of DESIGN.md §8 that are not built yet (cache, devices):
-/// listed by `--help`, and each fails with NotImplemented.
-std::vector<Command> add_planned_commands(CLI::App& root);
+/// `kiln cache list|stats|evict PROGRAM|purge [--cache-dir DIR] [--json]` (see cache_tool.h).
+Command add_cache_command(CLI::App& root);
+
+/// `kiln devices [--json]`: the devices `available_devices()` finds and `cpu_features()`.
+Command add_devices_command(CLI::App& root);
 
 }  // namespace kiln::tools

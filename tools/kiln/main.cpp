@@ -39,7 +39,8 @@ int run_main(int argc, char** argv) {
   commands.push_back(kiln::tools::add_bench_command(app));
   commands.push_back(kiln::tools::add_inspect_command(app));
   commands.push_back(kiln::tools::add_conformance_command(app));
-  for (auto& command : kiln::tools::add_planned_commands(app)) commands.push_back(command);
+  commands.push_back(kiln::tools::add_cache_command(app));
+  commands.push_back(kiln::tools::add_devices_command(app));
   if (!check_subcommand(argc, argv, commands)) return 1;
   try {
     app.parse(argc, argv);

@@ -110,7 +110,37 @@ run_kiln(export_bad_bound EXPECT fail
          STDERR "expected METHOD:INPUT:DIM=MAX")
 run_kiln(export_not_onnx EXPECT fail
          ARGS export "${input}" -o "${WORK_DIR}/out.kiln" STDERR "not a valid ONNX protobuf")
-run_kiln(planned_subcommand EXPECT fail ARGS cache list STDERR "not implemented yet")
+
+# kiln devices and kiln cache (over an empty cache directory; ModelCache-filled directories and
+# programs with model packages are covered by cache_tool_test.cpp).
+run_kiln(devices_text EXPECT ok ARGS devices
+         STDOUT "^cpu  " "cores     [0-9]+" "cpu features \\(cache key\\): ")
+run_kiln(devices_json EXPECT ok ARGS devices --json
+         STDOUT "\"kind\": \"cpu\"" "\"cores\": [0-9]+" "\"cpu_features\": ")
+set(cache_dir "${WORK_DIR}/cache")
+run_kiln(cache_list_absent_dir EXPECT ok ARGS cache list --cache-dir "${cache_dir}"
+         STDOUT "cache .*cache: 0 entries")
+run_kiln(cache_list_json EXPECT ok ARGS cache list --cache-dir "${cache_dir}" --json
+         STDOUT "^\\[\\]")
+run_kiln(cache_stats_json EXPECT ok ARGS cache stats --cache-dir "${cache_dir}" --json
+         STDOUT "\"entries\": 0" "\"budget_bytes\": 2147483648" "\"models\": \\[\\]")
+run_kiln(cache_evict_portable_program EXPECT ok
+         ARGS cache evict "${program}" --cache-dir "${cache_dir}"
+         STDOUT "holds no KilnBackend model package" "removed 0 entries")
+run_kiln(cache_purge EXPECT ok ARGS cache purge --cache-dir "${cache_dir}"
+         STDOUT "removed 0 entries")
+run_kiln(cache_evict_missing_program EXPECT fail
+         ARGS cache evict "${WORK_DIR}/absent.kiln" --cache-dir "${cache_dir}"
+         STDERR "kiln cache: error: .*absent.kiln")
+run_kiln(cache_evict_not_a_program EXPECT fail
+         ARGS cache evict "${input}" --cache-dir "${cache_dir}"
+         STDERR "x.npy")
+run_kiln(cache_evict_needs_program EXPECT fail ARGS cache evict --cache-dir "${cache_dir}"
+         STDERR "'evict' needs a program")
+run_kiln(cache_unknown_action EXPECT fail ARGS cache frobnicate STDERR "frobnicate not in")
+run_kiln(cache_no_directory EXPECT fail PROGRAM "${CMAKE_COMMAND}"
+         ARGS -E env KILN_CACHE_DIR= "${KILN}" cache list
+         STDERR "no cache directory is configured: KILN_CACHE_DIR is set and empty")
 
 # kiln bench: text and JSON reports, and its errors.
 run_kiln(bench_text EXPECT ok ARGS bench "${program}" --warmup 1 --runs 3
