@@ -56,7 +56,8 @@ bench_make_models() {
   [[ -n "$stale" ]] || return 0
   stale=$(echo "$stale" | paste -sd, -)
   if ! "$PYTHON" -c 'import torch, torchvision, onnx' 2>/dev/null; then
-    bench_fail "$tool" "$PYTHON cannot import torch, torchvision and onnx; run scripts/install-bench-deps.sh"
+    bench_fail "$tool" "$PYTHON cannot import torch, torchvision and onnx; run $(
+      )scripts/install-bench-deps.sh"
   fi
   echo "$tool: making the models $stale in $MODELS" >&2
   "$PYTHON" bench/models/make_models.py "$MODELS" --only "$stale"

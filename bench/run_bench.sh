@@ -11,11 +11,11 @@
 # the kiln tool (release preset, kiln_tool).
 set -euo pipefail
 
-# The command as typed, for RESULTS.md.
-export RUN_BENCH_COMMAND="bench/run_bench.sh${*:+ $*}"
-
+command="bench/run_bench.sh${*:+ $*}"
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 bench_parse_args run_bench.sh "$@"
+# The command as typed, for RESULTS.md; paths inside the checkout relative to its root.
+export RUN_BENCH_COMMAND="${command//$ROOT\//}"
 bench_make_models run_bench.sh
 
 exec node bench/run_bench.mjs --models "$MODELS" "${PASS[@]}"
