@@ -18,9 +18,10 @@ reproducible). Each model covers a family of real deployments:
   digits       the trained example model (examples/digits/digits.onnx, copied) on its ten
                committed test images
 
-models.json lists, per model, its file, opset and one or more input cases: for each input its
-shape, dtype and distribution (the comparison draws seeded random data from it), or a .npy
-file in OUT_DIR to use as it is.
+models.json lists, per model, its file, opset and one or more input cases (cases.py): for each
+input its shape, dtype and distribution (the scripts draw seeded random data from it), or a .npy
+file in OUT_DIR to use as it is. The first case of each model is the one the benchmark measures
+(GPT: prefill over 128 tokens, decode after 128 past tokens); the comparison checks them all.
 """
 
 import argparse
@@ -36,7 +37,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
-SEED = 20261101
+from cases import (CASES, GPT_D, GPT_HEADS, GPT_LAYERS, GPT_VOCAB, SEED, parse_only,
+                   past_names)
 
 
 def randomize_batch_norms(module, generator):
@@ -293,18 +295,6 @@ class GPTDecode(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def normal(shape, std=1.0):
-    return {"shape": shape, "dtype": "float32", "dist": "normal", "std": std}
-
-
-def uniform(shape, low, high):
-    return {"shape": shape, "dtype": "float32", "dist": "uniform", "low": low, "high": high}
-
-
-def ints(shape, low, high):
-    return {"shape": shape, "dtype": "int64", "dist": "int", "low": low, "high": high}
-
-
 def export(model, args, path, opset, input_names, output_names, dynamic_axes=None):
     model.eval()
     with torch.no_grad():
@@ -324,8 +314,7 @@ def make_torchvision(name, opset):
         randomize_batch_norms(model, torch.Generator().manual_seed(SEED + 1))
         path = os.path.join(out_dir, name + ".onnx")
         ops = export(model, (torch.randn(1, 3, 224, 224),), path, opset, ["input"], ["logits"])
-        cases = [{"name": "default", "inputs": {"input": normal([1, 3, 224, 224])}}]
-        return path, opset, ops, cases
+        return path, opset, ops
     return make
 
 
@@ -339,9 +328,7 @@ def make_ocr_det(out_dir):
     ops = export(model, (torch.randn(1, 3, 320, 320),), path, opset, ["image"], ["prob"],
                  {"image": {0: "batch", 2: "height", 3: "width"},
                   "prob": {0: "batch", 2: "height", 3: "width"}})
-    cases = [{"name": "320x320", "inputs": {"image": normal([1, 3, 320, 320])}},
-             {"name": "256x384", "inputs": {"image": normal([1, 3, 256, 384])}}]
-    return path, opset, ops, cases
+    return path, opset, ops
 
 
 def make_ocr_rec(out_dir):
@@ -353,9 +340,7 @@ def make_ocr_rec(out_dir):
     path = os.path.join(out_dir, "ocr_rec.onnx")
     ops = export(model, (torch.randn(1, 1, 32, 128),), path, opset, ["image"], ["log_probs"],
                  {"image": {3: "width"}, "log_probs": {0: "steps"}})
-    cases = [{"name": "32x128", "inputs": {"image": normal([1, 1, 32, 128])}},
-             {"name": "32x200", "inputs": {"image": normal([1, 1, 32, 200])}}]
-    return path, opset, ops, cases
+    return path, opset, ops
 
 
 def make_vad(out_dir):
@@ -369,19 +354,7 @@ def make_vad(out_dir):
     ops = export(model, example, path, opset, ["audio", "h", "c"], ["prob", "hn", "cn"])
     if "If" not in ops:
         raise RuntimeError("vad: the export has no If node (ops: %s)" % ", ".join(ops))
-    state = normal([1, 1, 64], 0.5)
-    # Mean |x| of uniform(-a, a) is a/2: 0.4 takes the loud branch, 0.02 the quiet one.
-    cases = [{"name": "loud", "inputs": {"audio": uniform([1, 512], -0.8, 0.8), "h": state,
-                                         "c": state}},
-             {"name": "quiet", "inputs": {"audio": uniform([1, 512], -0.04, 0.04), "h": state,
-                                          "c": state}}]
-    return path, opset, ops, cases
-
-
-GPT_LAYERS = 3
-GPT_HEADS = 4
-GPT_D = 128
-GPT_VOCAB = 1000
+    return path, opset, ops
 
 
 def make_gpt():
@@ -406,9 +379,7 @@ def make_gpt_prefill(out_dir):
         axes[name] = {2: "seq"}
     ops = export(GPTPrefill(gpt), (torch.randint(0, GPT_VOCAB, (1, 8)),), path, opset,
                  ["input_ids"], outputs, axes)
-    cases = [{"name": "seq16", "inputs": {"input_ids": ints([1, 16], 0, GPT_VOCAB)}},
-             {"name": "seq5", "inputs": {"input_ids": ints([1, 5], 0, GPT_VOCAB)}}]
-    return path, opset, ops, cases
+    return path, opset, ops
 
 
 def make_gpt_decode(out_dir):
@@ -416,22 +387,14 @@ def make_gpt_decode(out_dir):
     gpt = make_gpt()
     path = os.path.join(out_dir, "gpt_decode.onnx")
     dh = GPT_D // GPT_HEADS
-    past_names = []
-    for layer in range(GPT_LAYERS):
-        past_names += ["past_key_%d" % layer, "past_value_%d" % layer]
-    axes = {name: {2: "past"} for name in past_names}
+    past = past_names()
+    axes = {name: {2: "past"} for name in past}
     for name in present_names():
         axes[name] = {2: "past_plus_1"}
-    past = [torch.randn(1, GPT_HEADS, 7, dh) for _ in past_names]
-    ops = export(GPTDecode(gpt), (torch.randint(0, GPT_VOCAB, (1, 1)), *past), path, opset,
-                 ["input_ids"] + past_names, ["logits"] + present_names(), axes)
-    cases = []
-    for past_len in (16, 1):
-        inputs = {"input_ids": ints([1, 1], 0, GPT_VOCAB)}
-        for name in past_names:
-            inputs[name] = normal([1, GPT_HEADS, past_len, dh])
-        cases.append({"name": "past%d" % past_len, "inputs": inputs})
-    return path, opset, ops, cases
+    example = [torch.randn(1, GPT_HEADS, 7, dh) for _ in past]
+    ops = export(GPTDecode(gpt), (torch.randint(0, GPT_VOCAB, (1, 1)), *example), path, opset,
+                 ["input_ids"] + past, ["logits"] + present_names(), axes)
+    return path, opset, ops
 
 
 def make_digits(out_dir):
@@ -446,10 +409,7 @@ def make_digits(out_dir):
     onnx.checker.check_model(proto, full_check=True)
     opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     ops = sorted({node.op_type for node in proto.graph.node})
-    cases = [{"name": "test_images",
-              "inputs": {"x": {"shape": [10, 1, 8, 8], "dtype": "float32", "dist": "file",
-                               "file": "digits_test_images.npy"}}}]
-    return path, opset, ops, cases
+    return path, opset, ops
 
 
 MODELS = {
@@ -463,6 +423,7 @@ MODELS = {
     "gpt_decode": make_gpt_decode,
     "digits": make_digits,
 }
+assert list(MODELS) == list(CASES), "make_models.MODELS and cases.CASES name other models"
 
 
 def main():
@@ -470,11 +431,7 @@ def main():
     parser.add_argument("out_dir", help="directory for the .onnx files and models.json")
     parser.add_argument("--only", default="", help="comma-separated model names")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(MODELS)
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        parser.error("unknown model(s) %s (expected some of %s)" %
-                     (", ".join(unknown), ", ".join(MODELS)))
+    names = parse_only(parser, args.only)
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(1)
 
@@ -484,9 +441,9 @@ def main():
         with open(manifest_path) as f:
             manifest["models"] = json.load(f).get("models", {})
     for name in names:
-        path, opset, ops, cases = MODELS[name](args.out_dir)
+        path, opset, ops = MODELS[name](args.out_dir)
         manifest["models"][name] = {"file": os.path.basename(path), "opset": opset, "ops": ops,
-                                    "cases": cases}
+                                    "cases": CASES[name]()}
         print("%s: %s (opset %d, %d bytes; ops %s)" %
               (name, path, opset, os.path.getsize(path), " ".join(ops)))
         sys.stdout.flush()
