@@ -1,6 +1,7 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 
 #include <kiln/backends/kiln/manifest.h>
+#include <kiln/engine/cache/default_dir.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
@@ -239,16 +240,7 @@ KilnLoadCounters kiln_load_counters() {
   return counters;
 }
 
-std::string default_cache_dir() {
-  if (const char* dir = std::getenv("KILN_CACHE_DIR")) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::string(xdg) + "/kiln";
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return std::string(home) + "/.cache/kiln";
-  }
-  return "";
-}
+std::string default_cache_dir() { return engine::cache::default_cache_dir(); }
 
 std::vector<runtime::OptionSpec> KilnBackend::option_specs() const {
   using runtime::OptionType;
