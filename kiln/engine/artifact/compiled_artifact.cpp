@@ -78,8 +78,9 @@ class Reader {
 
 }  // namespace
 
-std::vector<uint8_t> write_artifact(const std::vector<FunctionRecord>& functions,
-                                    const std::vector<PackedRecord>& packed) {
+void layout_artifact(const std::vector<FunctionRecord>& functions,
+                     const std::vector<PackedRecord>& packed, ArtifactPieces& out) {
+  static constexpr uint8_t kZeros[kAlignment] = {};
   Writer table;
   for (const FunctionRecord& f : functions) {
     table.str(f.name);
@@ -101,25 +102,35 @@ std::vector<uint8_t> write_artifact(const std::vector<FunctionRecord>& functions
     data_size = align_up(data_size + p.bytes.size());
   }
   uint64_t data_offset = align_up(kHeaderSize + table.bytes.size());
-  Writer out;
-  out.put(kMagic, sizeof kMagic);
-  out.u32(kArtifactFormatVersion);
-  out.u32(static_cast<uint32_t>(functions.size()));
-  out.u32(static_cast<uint32_t>(packed.size()));
-  out.u32(0);
-  out.u64(table.bytes.size());
-  out.u64(data_offset);
-  out.u64(data_size);
-  out.bytes.resize(kHeaderSize, 0);
-  out.put(table.bytes.data(), table.bytes.size());
-  out.bytes.resize(data_offset + data_size, 0);
-  uint64_t at = 0;
+  Writer head;
+  head.put(kMagic, sizeof kMagic);
+  head.u32(kArtifactFormatVersion);
+  head.u32(static_cast<uint32_t>(functions.size()));
+  head.u32(static_cast<uint32_t>(packed.size()));
+  head.u32(0);
+  head.u64(table.bytes.size());
+  head.u64(data_offset);
+  head.u64(data_size);
+  head.bytes.resize(kHeaderSize, 0);
+  head.put(table.bytes.data(), table.bytes.size());
+  head.bytes.resize(data_offset, 0);
+  out.head = std::move(head.bytes);
+  out.pieces.clear();
+  out.pieces.emplace_back(out.head.data(), out.head.size());
   for (const PackedRecord& p : packed) {
-    if (!p.bytes.empty())
-      std::memcpy(out.bytes.data() + data_offset + at, p.bytes.data(), p.bytes.size());
-    at = align_up(at + p.bytes.size());
+    out.pieces.push_back(p.bytes);
+    size_t padding = align_up(p.bytes.size()) - p.bytes.size();
+    if (padding != 0) out.pieces.emplace_back(kZeros, padding);
   }
-  return std::move(out.bytes);
+}
+
+std::vector<uint8_t> write_artifact(const std::vector<FunctionRecord>& functions,
+                                    const std::vector<PackedRecord>& packed) {
+  ArtifactPieces pieces;
+  layout_artifact(functions, packed, pieces);
+  std::vector<uint8_t> out;
+  for (const auto& piece : pieces.pieces) out.insert(out.end(), piece.begin(), piece.end());
+  return out;
 }
 
 Result<ArtifactView> read_artifact(runtime::Span<const uint8_t> payload) {

@@ -59,7 +59,20 @@ struct ArtifactView {
   std::vector<PackedRecord> packed;
 };
 
-/// The payload for `functions` and `packed` (packed bytes copied in, 64-byte aligned).
+/// A payload laid out without copying the packed bytes: `head` (header and table), then the
+/// pieces in order. Valid while `head` and the packed bytes it was made from live.
+struct ArtifactPieces {
+  std::vector<uint8_t> head;
+  std::vector<runtime::Span<const uint8_t>> pieces;  ///< head, then packed bytes and padding
+};
+
+/// The payload for `functions` and `packed` as pieces (for `cache::ModelCache::store`).
+/// `pieces` points into the result's `head` and into `packed`'s bytes: keep them alive and
+/// do not move the result's `head` storage.
+void layout_artifact(const std::vector<FunctionRecord>& functions,
+                     const std::vector<PackedRecord>& packed, ArtifactPieces& out);
+
+/// The payload for `functions` and `packed` in one buffer (packed bytes copied in).
 std::vector<uint8_t> write_artifact(const std::vector<FunctionRecord>& functions,
                                     const std::vector<PackedRecord>& packed);
 

@@ -48,6 +48,13 @@ runtime::Status corrupt(const std::string& problem) {
 
 std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
                                 uint64_t model_hash, Span<const uint8_t> payload) {
+  return encode_entry_prefix(encoded_key, key_hash, model_hash, payload.size(),
+                             checksum64(payload.data(), payload.size()));
+}
+
+std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
+                                uint64_t model_hash, uint64_t payload_size,
+                                uint64_t payload_checksum) {
   const uint64_t payload_offset = payload_offset_for(encoded_key.size());
   std::string prefix(payload_offset, '\0');
   auto* header = reinterpret_cast<uint8_t*>(prefix.data());
@@ -57,8 +64,8 @@ std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
   store_u64(header + 16, key_hash);
   store_u64(header + 24, model_hash);
   store_u64(header + 32, payload_offset);
-  store_u64(header + 40, payload.size());
-  store_u64(header + 48, checksum64(payload.data(), payload.size()));
+  store_u64(header + 40, payload_size);
+  store_u64(header + 48, payload_checksum);
   store_u64(header + kHeaderChecksumOffset, header_checksum(header, encoded_key));
   std::memcpy(prefix.data() + kEntryHeaderSize, encoded_key.data(), encoded_key.size());
   return prefix;

@@ -38,6 +38,10 @@ struct EntryView {
 /// The bytes that precede the payload (header, key, padding) for an entry of `encoded_key`.
 std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
                                 uint64_t model_hash, runtime::Span<const uint8_t> payload);
+/// Same, for a payload of `payload_size` bytes whose XXH3-64 is `payload_checksum`.
+std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
+                                uint64_t model_hash, uint64_t payload_size,
+                                uint64_t payload_checksum);
 
 /// Checks every field of `file` (the whole entry file) against the key it should hold.
 /// Errors: InvalidExternalData whose message says what is wrong (bad magic, version, sizes,

@@ -2,6 +2,9 @@
 
 #include <kiln/engine/cache/entry_format.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -96,8 +99,7 @@ Result<std::vector<DirEntry>> scan(const std::string& dir) {
   if (handle == nullptr) {
     const int error = errno;
     if (error == ENOENT) return std::vector<DirEntry>{};
-    return Status(Error::AccessFailed,
-                  "read cache directory '" + dir + "': " + errno_text(error));
+    return Status(Error::AccessFailed, "read cache directory '" + dir + "': " + errno_text(error));
   }
   std::vector<DirEntry> entries;
   while (const dirent* item = readdir(handle)) {
@@ -129,8 +131,7 @@ Result<std::vector<DirEntry>> scan(const std::string& dir) {
 // a fresh entry over the corrupt one since it was opened.
 void remove_if_same_file(const std::string& path, const struct stat& fd_stat) {
   struct stat st;
-  if (stat(path.c_str(), &st) == 0 && st.st_ino == fd_stat.st_ino &&
-      st.st_dev == fd_stat.st_dev) {
+  if (stat(path.c_str(), &st) == 0 && st.st_ino == fd_stat.st_ino && st.st_dev == fd_stat.st_dev) {
     unlink(path.c_str());
   }
 }
@@ -199,12 +200,12 @@ Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key) {
     return miss();
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  void* data = size == 0 ? MAP_FAILED : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* data =
+      size == 0 ? MAP_FAILED : mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   std::shared_ptr<const void> mapping;
   if (data != MAP_FAILED) {
-    mapping = std::shared_ptr<const void>(data, [size](const void* p) {
-      munmap(const_cast<void*>(p), size);
-    });
+    mapping = std::shared_ptr<const void>(
+        data, [size](const void* p) { munmap(const_cast<void*>(p), size); });
   }
   const Span<const uint8_t> file =
       mapping ? Span<const uint8_t>(static_cast<const uint8_t*>(data), size)
@@ -217,8 +218,8 @@ Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key) {
   if (!entry.ok() || entry->model_hash != key.model_hash) {
     remove_if_same_file(path, st);
     close(fd);
-    const std::string reason = entry.ok() ? "cache entry is corrupt: model hash mismatch"
-                                          : entry.status().message();
+    const std::string reason =
+        entry.ok() ? "cache entry is corrupt: model hash mismatch" : entry.status().message();
     warn("look up cache entry '" + path + "': " + reason + " (removed)");
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.misses;
@@ -237,10 +238,15 @@ Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key) {
 }
 
 Status ModelCache::store(const CacheKey& key, Span<const uint8_t> payload, uint64_t model_hash) {
+  return store(key, std::vector<Span<const uint8_t>>{payload}, model_hash);
+}
+
+Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8_t>>& pieces,
+                         uint64_t model_hash) {
   if (model_hash != key.model_hash) {
     return Status(Error::InvalidArgument, "store cache entry: model hash " + to_hex(model_hash) +
-                                              " (expected the key's " +
-                                              to_hex(key.model_hash) + ")");
+                                              " (expected the key's " + to_hex(key.model_hash) +
+                                              ")");
   }
   if (dir_.empty()) return Status();
   const std::string encoded_key = key.encoded();
@@ -254,8 +260,17 @@ Status ModelCache::store(const CacheKey& key, Span<const uint8_t> payload, uint6
     ++stats_.failed_stores;
     return Status();
   };
-  const std::string prefix = encode_entry_prefix(encoded_key, key_hash, model_hash, payload);
-  const uint64_t entry_size = prefix.size() + payload.size();
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
+  uint64_t payload_size = 0;
+  for (const auto& piece : pieces) {
+    if (!piece.empty()) XXH3_64bits_update(&state, piece.data(), piece.size());
+    payload_size += piece.size();
+  }
+  const std::string prefix = encode_entry_prefix(encoded_key, key_hash, model_hash, payload_size,
+                                                 XXH3_64bits_digest(&state));
+  const uint64_t entry_size = prefix.size() + payload_size;
   if (options_.budget_bytes != 0 && entry_size > options_.budget_bytes) {
     return fail("entry has " + std::to_string(entry_size) + " bytes (budget " +
                 std::to_string(options_.budget_bytes) + ")");
@@ -268,7 +283,9 @@ Status ModelCache::store(const CacheKey& key, Span<const uint8_t> payload, uint6
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fail("cannot create a temporary file: " + errno_text(errno));
   int error = write_all(fd, prefix.data(), prefix.size());
-  if (error == 0) error = write_all(fd, payload.data(), payload.size());
+  for (const auto& piece : pieces) {
+    if (error == 0) error = write_all(fd, piece.data(), piece.size());
+  }
   if (error == 0) {
     mark_used(fd);
     if (fsync(fd) != 0) error = errno;

@@ -28,20 +28,20 @@ struct CacheOptions {
 
 /// What this ModelCache object has done since it was built (not the directory's history).
 struct CacheStats {
-  uint64_t hits = 0;           ///< lookups that returned a valid entry
-  uint64_t misses = 0;         ///< lookups that did not (absent, unreadable or corrupt)
-  uint64_t stores = 0;         ///< entries written
-  uint64_t rebuilds = 0;       ///< stores of a key whose entry was found corrupt before
-  uint64_t evictions = 0;      ///< entries removed by the budget or by evict(model)
-  uint64_t failed_stores = 0;  ///< stores that wrote nothing (see warnings())
+  uint64_t hits = 0;             ///< lookups that returned a valid entry
+  uint64_t misses = 0;           ///< lookups that did not (absent, unreadable or corrupt)
+  uint64_t stores = 0;           ///< entries written
+  uint64_t rebuilds = 0;         ///< stores of a key whose entry was found corrupt before
+  uint64_t evictions = 0;        ///< entries removed by the budget or by evict(model)
+  uint64_t failed_stores = 0;    ///< stores that wrote nothing (see warnings())
   uint64_t corrupt_entries = 0;  ///< lookups that found and removed a corrupt entry
 };
 
 /// One entry of the directory, as list() reports it.
 struct CacheEntryInfo {
-  std::string key;      ///< CacheKey::hex()
+  std::string key;  ///< CacheKey::hex()
   uint64_t model_hash = 0;
-  uint64_t size_bytes = 0;  ///< the whole entry file
+  uint64_t size_bytes = 0;                         ///< the whole entry file
   std::chrono::system_clock::time_point last_use;  ///< its last store or hit
   std::string path;
 };
@@ -53,7 +53,9 @@ class MappedEntry {
  public:
   MappedEntry(std::shared_ptr<const void> mapping, runtime::Span<const uint8_t> payload,
               uint64_t model_hash, std::string path)
-      : mapping_(std::move(mapping)), payload_(payload), model_hash_(model_hash),
+      : mapping_(std::move(mapping)),
+        payload_(payload),
+        model_hash_(model_hash),
         path_(std::move(path)) {}
   /// The bytes stored, 64-byte aligned.
   runtime::Span<const uint8_t> payload() const { return payload_; }
@@ -102,6 +104,11 @@ class ModelCache {
   /// matches. Returns ok when the entry could not be written (see the class comment).
   /// Errors: InvalidArgument when `model_hash` differs from `key.model_hash`.
   runtime::Status store(const CacheKey& key, runtime::Span<const uint8_t> payload,
+                        uint64_t model_hash);
+  /// Same, for a payload given as consecutive pieces (written in order, never copied into one
+  /// buffer: a compiled artifact's header and its packed weights where they lie).
+  runtime::Status store(const CacheKey& key,
+                        const std::vector<runtime::Span<const uint8_t>>& pieces,
                         uint64_t model_hash);
 
   /// Removes every entry of the model `model_hash`; returns how many were removed.

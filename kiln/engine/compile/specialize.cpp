@@ -310,6 +310,12 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
     if (constants[i] == nullptr && v >= 0 && slot(v).kind == Slot::Kind::Constant) {
       constants[i] = &slot(v).tensor();
     }
+    // A model weight's content hash (verified when the package was read) names it for the
+    // packed-constant store, which then need not hash the bytes again.
+    int weight = v >= 0 ? graph_.values[static_cast<size_t>(v)].weight : -1;
+    desc.constant_hashes.push_back(constants[i] != nullptr && !is_bias && weight >= 0
+                                       ? model_.weights[static_cast<size_t>(weight)].content_hash
+                                       : 0);
   }
   desc.constants = constants;
   if (group != nullptr) desc.post_ops = group->post_ops;

@@ -67,6 +67,10 @@ struct OpDesc {
   /// Same length as `inputs`, or empty: a non-null entry is that input's constant value (a
   /// weight), packed at creation; at run time that input's pointer is ignored and may be null.
   std::vector<const runtime::Tensor*> constants;
+  /// Same length as `inputs`, or empty: a non-zero entry is the content hash of that constant
+  /// (dtype, sizes and bytes, e.g. `ir::Weight::content_hash`), which names it in `packed`
+  /// without hashing its bytes again. Zero or absent: the bytes are hashed when packed.
+  std::vector<uint64_t> constant_hashes;
   std::vector<PostOp> post_ops;  ///< Fused after the op (MatMul, Gemm, Conv).
   int num_outputs = 1;           ///< Outputs asked for; extra optional outputs are NotSupported.
   /// Intra-op threads for create and run; 0 = the library's default (all cores). Takes effect

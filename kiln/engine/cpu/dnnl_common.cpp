@@ -216,8 +216,9 @@ std::string layout_bytes(const dnnl::memory::desc& md) {
   return out;
 }
 
-Result<dnnl::memory> pack_constant(const OpDesc& desc, const dnnl::memory::desc& source_md,
-                                   const void* source, const dnnl::memory::desc& target) {
+Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
+                                   const dnnl::memory::desc& source_md, const void* source,
+                                   const dnnl::memory::desc& target) {
   auto reorder_into = [&](void* data) -> Status {
     try {
       dnnl::memory from = wrap(source_md, source);
@@ -237,8 +238,10 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, const dnnl::memory::desc&
     return owned;
   }
   PackKey key;
-  key.source_hash = hash_source(source, source_md.get_size());
-  key.layouts = source_layout + target_layout;
+  uint64_t known = input < desc.constant_hashes.size() ? desc.constant_hashes[input] : 0;
+  // The tag keeps the two hash domains (content hash, bytes hash) apart.
+  key.source_hash = known != 0 ? known : hash_source(source, source_md.get_size());
+  key.layouts = (known != 0 ? "c" : "b") + source_layout + target_layout;
   auto bytes =
       desc.packed->get(key, target.get_size(), [&](uint8_t* data) { return reorder_into(data); });
   if (!bytes.ok()) return bytes.status().with_context("create op '" + desc.op + "' (oneDNN)");

@@ -79,12 +79,13 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 /// a format kind other than blocked (such layouts are not shared).
 std::string layout_bytes(const dnnl::memory::desc& md);
 
-/// Memory in layout `target` holding the constant `source` (in layout `source_md`), reordered
-/// once: through `desc.packed` when set (shared with other ops, or adopted from a compiled
-/// artifact), else into storage the returned memory owns. Errors: Internal when the reorder
-/// fails; InvalidExternalData when held bytes do not fit `target`.
-Result<dnnl::memory> pack_constant(const OpDesc& desc, const dnnl::memory::desc& source_md,
-                                   const void* source, const dnnl::memory::desc& target);
+/// Memory in layout `target` holding the constant input `input`, `source` (in layout `source_md`),
+/// reordered once: through `desc.packed` when set (shared with other ops, or adopted from a
+/// compiled artifact), else into storage the returned memory owns. Errors: Internal when the
+/// reorder fails; InvalidExternalData when held bytes do not fit `target`.
+Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
+                                   const dnnl::memory::desc& source_md, const void* source,
+                                   const dnnl::memory::desc& target);
 
 /// Primitive state shared by the implementations: the primitive, its arguments (re-pointed
 /// each run), an owned scratchpad, and output types.

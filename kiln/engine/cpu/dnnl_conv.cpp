@@ -185,7 +185,7 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   op->hold_scratchpad(pd);
 
   KILN_ASSIGN_OR_RETURN(op->weights_,
-                        pack_constant(desc, w_plain, weights->data(), pd.weights_desc()));
+                        pack_constant(desc, 1, w_plain, weights->data(), pd.weights_desc()));
   op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
 
   if (pd.src_desc() != x_plain) {

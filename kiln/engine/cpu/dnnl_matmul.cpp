@@ -100,7 +100,7 @@ Status MatMulOp::build(const OpDesc& desc, const memory::desc& src_md,
   dst_ = wrap(dst_md, nullptr);
   if (weights_constant_) {
     KILN_ASSIGN_OR_RETURN(
-        weights_, pack_constant(desc, weights_md, constant_weights->data(), pd.weights_desc()));
+        weights_, pack_constant(desc, 1, weights_md, constant_weights->data(), pd.weights_desc()));
   } else {
     weights_ = wrap(weights_md, nullptr);
   }

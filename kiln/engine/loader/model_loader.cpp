@@ -185,9 +185,10 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   for (const cpu::PackedConstants::Entry& e : with_store.packed->entries()) {
     packed.push_back(artifact::PackedRecord{e.key, e.bytes});
   }
-  std::vector<uint8_t> payload = artifact::write_artifact(records, packed);
+  artifact::ArtifactPieces payload;
+  artifact::layout_artifact(records, packed, payload);
   uint64_t failed_before = cache->stats().failed_stores;
-  Status stored = cache->store(key, payload, model_hash);
+  Status stored = cache->store(key, payload.pieces, model_hash);
   if (!stored.ok()) {
     report.warnings.push_back("compiled artifact not stored: " + stored.message());
   } else if (cache->stats().failed_stores != failed_before) {

@@ -44,9 +44,10 @@ void encode_header(const PackageHeader& header, uint8_t* bytes);
 /// The address of the root table's content_hash field, or null when it is absent.
 const uint8_t* content_hash_field(const schema::Package* root);
 
-/// XXH3-64 of `flatbuffer` with the 8 bytes at `hash_field` read as zero, then `weights`.
-/// `hash_field` lies inside `flatbuffer`.
-uint64_t hash_package(runtime::Span<const uint8_t> flatbuffer, const uint8_t* hash_field,
-                      runtime::Span<const uint8_t> weights);
+/// XXH3-64 of `flatbuffer` with the 8 bytes at `hash_field` read as zero. `hash_field` lies
+/// inside `flatbuffer`. The flatbuffer holds each weight's content hash, and the reader checks
+/// every weight against its hash and every other segment byte for zero, so this covers every
+/// byte of the package while the weights are hashed once.
+uint64_t hash_package(runtime::Span<const uint8_t> flatbuffer, const uint8_t* hash_field);
 
 }  // namespace kiln::engine::package::format

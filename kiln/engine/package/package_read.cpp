@@ -2,6 +2,7 @@
 #include <kiln/engine/package/package_format.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -312,6 +313,35 @@ Status decode_weights(const s::Package& package, runtime::Span<const uint8_t> se
   return Status();
 }
 
+// Bytes of the weight segment outside every weight must be zero, so that the package hash
+// (over the flatbuffer and, through it, each weight's hash) covers every byte.
+Status check_segment_gaps(const ir::Model& model, runtime::Span<const uint8_t> segment,
+                          const std::vector<runtime::Span<const uint8_t>>& data) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& d : data) {
+    uint64_t begin = static_cast<uint64_t>(d.data() - segment.data());
+    ranges.emplace_back(begin, begin + d.size());
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t at = 0;
+  auto check_until = [&](uint64_t end) -> Status {
+    for (; at < end; ++at) {
+      if (segment[at] != 0) {
+        return invalid("weight segment", "byte " + std::to_string(at) +
+                                             " outside every weight is not 0 (expected zero "
+                                             "padding; " +
+                                             std::to_string(model.weights.size()) + " weights)");
+      }
+    }
+    return Status();
+  };
+  for (const auto& [begin, end] : ranges) {
+    KILN_RETURN_IF_ERROR(check_until(begin));
+    at = std::max(at, end);
+  }
+  return check_until(segment.size());
+}
+
 }  // namespace
 
 Result<PackageView> PackageView::open(runtime::Span<const uint8_t> bytes) {
@@ -358,7 +388,8 @@ Result<PackageView> PackageView::open(runtime::Span<const uint8_t> bytes) {
                          " does not match its bytes (" + std::to_string(actual) + ")");
     }
   }
-  uint64_t actual = format::hash_package(flatbuffer, hash_field, segment);
+  KILN_RETURN_IF_ERROR(check_segment_gaps(view.model_, segment, view.weight_data_));
+  uint64_t actual = format::hash_package(flatbuffer, hash_field);
   if (actual != view.header_.content_hash) {
     return invalid("package", "content hash " + std::to_string(view.header_.content_hash) +
                                   " does not match the bytes (" + std::to_string(actual) + ")");

@@ -27,8 +27,7 @@ const uint8_t* content_hash_field(const schema::Package* root) {
       schema::Package::VT_CONTENT_HASH);
 }
 
-uint64_t hash_package(runtime::Span<const uint8_t> flatbuffer, const uint8_t* hash_field,
-                      runtime::Span<const uint8_t> weights) {
+uint64_t hash_package(runtime::Span<const uint8_t> flatbuffer, const uint8_t* hash_field) {
   static constexpr uint8_t kZeros[sizeof(uint64_t)] = {};
   XXH3_state_t state;
   XXH3_INITSTATE(&state);
@@ -38,7 +37,6 @@ uint64_t hash_package(runtime::Span<const uint8_t> flatbuffer, const uint8_t* ha
   XXH3_64bits_update(&state, kZeros, sizeof(kZeros));
   size_t after = before + sizeof(kZeros);
   XXH3_64bits_update(&state, flatbuffer.data() + after, flatbuffer.size() - after);
-  if (!weights.empty()) XXH3_64bits_update(&state, weights.data(), weights.size());
   return XXH3_64bits_digest(&state);
 }
 
@@ -196,9 +194,8 @@ runtime::Result<std::vector<uint8_t>> write_package(const ir::Model& model) {
 
   uint8_t* flatbuffer = bytes.data() + header.flatbuffer_offset;
   auto* package = s::GetMutablePackage(flatbuffer);
-  header.content_hash = format::hash_package(
-      {flatbuffer, header.flatbuffer_size}, format::content_hash_field(package),
-      {bytes.data() + header.weights_offset, header.weights_size});
+  header.content_hash = format::hash_package({flatbuffer, header.flatbuffer_size},
+                                             format::content_hash_field(package));
   package->mutate_content_hash(header.content_hash);
   format::encode_header(header, bytes.data());
   return bytes;

@@ -161,7 +161,7 @@ TEST_F(ModelCacheTest, StoreThenLookupMapsTheSameBytes) {
 
 TEST_F(ModelCacheTest, EmptyPayloadRoundTrips) {
   ModelCache cache(dir_);
-  ASSERT_TRUE(cache.store(make_key(1), {}, 1).ok());
+  ASSERT_TRUE(cache.store(make_key(1), Span<const uint8_t>(), 1).ok());
   auto found = cache.lookup(make_key(1));
   ASSERT_TRUE(found.ok() && found->has_value());
   EXPECT_TRUE((*found)->payload().empty());
