@@ -78,7 +78,6 @@ std::vector<double> naive_conv(const Shape& xs, const std::vector<double>& x, co
   return y;
 }
 
-
 struct ConvCase {
   Shape x, w;
   Geometry g;
