@@ -159,10 +159,10 @@ Status check_conv_ranks(std::string_view op, Span<const int64_t> x, Span<const i
                         int64_t group) {
   KILN_RETURN_IF_ERROR(check_spatial_rank(op, "input 0", x));
   if (w.size() != x.size()) {
-    return invalid_argument(
-        op, "input 1 (W) of shape " + runtime::shape_to_string(w) + " has rank " +
-                std::to_string(w.size()) + " (expected " + std::to_string(x.size()) +
-                ", the rank of input 0 of shape " + runtime::shape_to_string(x) + ")");
+    return invalid_argument(op, "input 1 (W) of shape " + runtime::shape_to_string(w) +
+                                    " has rank " + std::to_string(w.size()) + " (expected " +
+                                    std::to_string(x.size()) + ", the rank of input 0 of shape " +
+                                    runtime::shape_to_string(x) + ")");
   }
   if (group < 1) {
     return invalid_argument(op,
@@ -181,10 +181,10 @@ Result<std::vector<int64_t>> conv_kernel_sizes(std::string_view op, Span<const i
     }
   }
   if (!kernel_shape.empty() && kernel_shape != kernel) {
-    return invalid_argument(
-        op, "attribute 'kernel_shape' " + runtime::shape_to_string(kernel_shape) +
-                " differs from input 1 (W)'s spatial sizes " + runtime::shape_to_string(kernel) +
-                " (expected equal)");
+    return invalid_argument(op, "attribute 'kernel_shape' " +
+                                    runtime::shape_to_string(kernel_shape) +
+                                    " differs from input 1 (W)'s spatial sizes " +
+                                    runtime::shape_to_string(kernel) + " (expected equal)");
   }
   return kernel;
 }
@@ -202,9 +202,9 @@ Status check_conv_tensors(std::string_view op, const runtime::Tensor& x, const r
     KILN_RETURN_IF_ERROR(check_same_dtype(op, "input 2 (B)", b->dtype(), x.dtype()));
     KILN_RETURN_IF_ERROR(check_contiguous(op, "input 2 (B)", *b));
     if (b->dim() != 1 || b->size(0) != out_channels) {
-      return invalid_argument(
-          op, "input 2 (B) has shape " + runtime::shape_to_string(b->sizes()) + " (expected [" +
-                  std::to_string(out_channels) + "], one bias per output channel)");
+      return invalid_argument(op, "input 2 (B) has shape " + runtime::shape_to_string(b->sizes()) +
+                                      " (expected [" + std::to_string(out_channels) +
+                                      "], one bias per output channel)");
     }
   }
   KILN_RETURN_IF_ERROR(check_contiguous(op, "input 0", x));

@@ -121,9 +121,9 @@ runtime::Status check_conv_ranks(std::string_view op, runtime::Span<const int64_
 
 /// W's spatial sizes (its axes 2...), checked to be >= 1 and, when `kernel_shape` is not empty,
 /// equal to it. Errors: InvalidArgument naming `op`, input 1 (W) and the attribute.
-runtime::Result<std::vector<int64_t>> conv_kernel_sizes(
-    std::string_view op, runtime::Span<const int64_t> w,
-    const std::vector<int64_t>& kernel_shape);
+runtime::Result<std::vector<int64_t>> conv_kernel_sizes(std::string_view op,
+                                                        runtime::Span<const int64_t> w,
+                                                        const std::vector<int64_t>& kernel_shape);
 
 /// InvalidType unless X has a float dtype and W the same one: the dtype check of the float
 /// convolutions (Conv, ConvTranspose), before their sizes are checked.

@@ -80,7 +80,7 @@ class RnnRunner {
   using C = ComputeType<T>;
 
   RnnRunner(const RnnProblem& p, const RnnInputs& in, const RnnOptions& o, const RnnOutputs& out,
-         const std::vector<int64_t>& lens)
+            const std::vector<int64_t>& lens)
       : p_(p), in_(in), o_(o), out_(out), lens_(lens) {}
 
   /// Runs direction `d` (0, or 1 for the reverse half of a bidirectional layer), writing its
@@ -154,11 +154,11 @@ class RnnRunner {
     xw_.resize(static_cast<size_t>(rows * gh));
     std::vector<C> row(static_cast<size_t>(gh));
     const GemmProblem problem{rows, gh, p_.input, false, true};
-    gemm_rows(problem, in_.x->data_ptr<T>(), in_.w->data_ptr<T>() + d * gh * p_.input,
-                        row.data(), [&](int64_t i, const C* values) {
-                          C* dst = xw_.data() + i * gh;
-                          for (int64_t j = 0; j < gh; ++j) dst[j] = values[j] + wb_[j];
-                        });
+    gemm_rows(problem, in_.x->data_ptr<T>(), in_.w->data_ptr<T>() + d * gh * p_.input, row.data(),
+              [&](int64_t i, const C* values) {
+                C* dst = xw_.data() + i * gh;
+                for (int64_t j = 0; j < gh; ++j) dst[j] = values[j] + wb_[j];
+              });
   }
 
   int64_t state_offset(int64_t d, int64_t b) const {
