@@ -64,6 +64,12 @@ runtime::Result<const Tensor*> input_tensor(std::string_view op, Span<EValue* co
   return &value->to_tensor();
 }
 
+runtime::Result<const Tensor*> optional_input(std::string_view op, Span<EValue* const> inputs,
+                                              size_t index) {
+  if (is_absent(inputs, index)) return static_cast<const Tensor*>(nullptr);
+  return input_tensor(op, inputs, index);
+}
+
 runtime::Result<EValue*> output_tensor(std::string_view op, Span<EValue* const> outputs,
                                        size_t index, ScalarType dtype) {
   EValue* value = outputs[index];

@@ -38,6 +38,12 @@ runtime::Result<const runtime::Tensor*> input_tensor(std::string_view op,
                                                      runtime::Span<runtime::EValue* const> inputs,
                                                      size_t index);
 
+/// Optional input `index` as a tensor, or null when `is_absent`. Errors: as `input_tensor`.
+/// Precondition: `check_arity` covered `index` or allowed it to be missing.
+runtime::Result<const runtime::Tensor*> optional_input(std::string_view op,
+                                                       runtime::Span<runtime::EValue* const> inputs,
+                                                       size_t index);
+
 /// Output `index`, checked to hold a tensor of dtype `dtype` (the output dtype of every op
 /// here equals its input's). Errors: InvalidType naming the output, its tag or dtype.
 runtime::Result<runtime::EValue*> output_tensor(std::string_view op,

@@ -17,7 +17,6 @@
 
 namespace kiln::kernels {
 
-using runtime::Error;
 using runtime::EValue;
 using runtime::Result;
 using runtime::ScalarType;
@@ -50,17 +49,7 @@ struct ConvProblem {
 
 Result<ConvProblem> conv_problem(std::string_view op, Span<const int64_t> x, Span<const int64_t> w,
                                  const ConvOptions& options) {
-  KILN_RETURN_IF_ERROR(internal::check_spatial_rank(op, "input 0", x));
-  if (w.size() != x.size()) {
-    return internal::invalid_argument(
-        op, "input 1 (W) of shape " + runtime::shape_to_string(w) + " has rank " +
-                std::to_string(w.size()) + " (expected " + std::to_string(x.size()) +
-                ", the rank of input 0 of shape " + runtime::shape_to_string(x) + ")");
-  }
-  if (options.group < 1) {
-    return internal::invalid_argument(
-        op, "attribute 'group' is " + std::to_string(options.group) + " (expected >= 1)");
-  }
+  KILN_RETURN_IF_ERROR(internal::check_conv_ranks(op, x, w, options.group));
   ConvProblem p;
   p.batch = x[0];
   p.channels = x[1];
@@ -74,19 +63,7 @@ Result<ConvProblem> conv_problem(std::string_view op, Span<const int64_t> x, Spa
   }
   p.group_channels = w[1];
   p.group_out_channels = p.out_channels / p.group;
-  const std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  for (int64_t k : kernel) {
-    if (k < 1) {
-      return internal::invalid_argument(op, "input 1 (W) of shape " + runtime::shape_to_string(w) +
-                                                " has an empty kernel (expected sizes >= 1)");
-    }
-  }
-  if (!options.kernel_shape.empty() && options.kernel_shape != kernel) {
-    return internal::invalid_argument(
-        op, "attribute 'kernel_shape' " + runtime::shape_to_string(options.kernel_shape) +
-                " differs from input 1 (W)'s spatial sizes " + runtime::shape_to_string(kernel) +
-                " (expected equal)");
-  }
+  KILN_ASSIGN_OR_RETURN(auto kernel, internal::conv_kernel_sizes(op, w, options.kernel_shape));
   KILN_ASSIGN_OR_RETURN(p.window,
                         internal::forward_window(op, x, kernel, options.strides, options.dilations,
                                                  options.pads, options.auto_pad, false));
@@ -176,22 +153,11 @@ Result<std::vector<int64_t>> conv_shape(Span<const int64_t> x, Span<const int64_
 Status conv(const Tensor& x, const Tensor& w, const Tensor* b, const ConvOptions& options,
             Tensor& out) {
   constexpr std::string_view kOp = "Conv";
-  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x.dtype(), kFloatDtypes));
-  KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 1 (W)", w.dtype(), x.dtype()));
+  KILN_RETURN_IF_ERROR(internal::check_float_conv_dtypes(kOp, x, w));
   KILN_ASSIGN_OR_RETURN(auto p, conv_problem(kOp, x.sizes(), w.sizes(), options));
-  if (b != nullptr) {
-    KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 2 (B)", b->dtype(), x.dtype()));
-    KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 2 (B)", *b));
-    if (b->dim() != 1 || b->size(0) != p.out_channels) {
-      return internal::invalid_argument(
-          kOp, "input 2 (B) has shape " + runtime::shape_to_string(b->sizes()) + " (expected [" +
-                   std::to_string(p.out_channels) + "], one bias per output channel)");
-    }
-  }
-  KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 0", x));
-  KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 1 (W)", w));
-  KILN_RETURN_IF_ERROR(internal::check_output(
-      kOp, out, x.dtype(), internal::window_output_shape(p.batch, p.out_channels, p.window)));
+  KILN_RETURN_IF_ERROR(internal::check_conv_tensors(
+      kOp, x, w, b, p.out_channels, out,
+      internal::window_output_shape(p.batch, p.out_channels, p.window)));
   return dispatch<DtypeGroup::Float>(kOp, "input 0", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
@@ -293,34 +259,15 @@ Status conv_integer(const Tensor& x, const Tensor& w, const Tensor* x_zero_point
 
 namespace {
 
-Result<ConvOptions> read_conv_options(std::string_view op, const runtime::Attributes& attributes) {
-  KILN_ASSIGN_OR_RETURN(auto window, internal::read_window_attributes(op, attributes));
-  ConvOptions options;
-  options.kernel_shape = std::move(window.kernel_shape);
-  options.strides = std::move(window.strides);
-  options.dilations = std::move(window.dilations);
-  options.pads = std::move(window.pads);
-  options.auto_pad = window.auto_pad;
-  KILN_ASSIGN_OR_RETURN(options.group, internal::int_attribute(op, attributes, "group", 1));
-  return options;
-}
-
-Result<const Tensor*> optional_input(std::string_view op, Span<EValue* const> inputs,
-                                     size_t index) {
-  if (internal::is_absent(inputs, index)) return static_cast<const Tensor*>(nullptr);
-  return internal::input_tensor(op, inputs, index);
-}
-
 Status conv_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
                    Span<EValue* const> outputs, const runtime::Attributes& attributes) {
   constexpr std::string_view kOp = "Conv";
   KILN_RETURN_IF_ERROR(internal::check_arity(kOp, inputs, outputs, 2, 3, 1));
-  KILN_ASSIGN_OR_RETURN(auto options, read_conv_options(kOp, attributes));
+  KILN_ASSIGN_OR_RETURN(auto options, internal::read_conv_attributes<ConvOptions>(kOp, attributes));
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, internal::input_tensor(kOp, inputs, 1));
-  KILN_ASSIGN_OR_RETURN(const Tensor* b, optional_input(kOp, inputs, 2));
-  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kFloatDtypes));
-  KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 1 (W)", w->dtype(), x->dtype()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* b, internal::optional_input(kOp, inputs, 2));
+  KILN_RETURN_IF_ERROR(internal::check_float_conv_dtypes(kOp, *x, *w));
   KILN_ASSIGN_OR_RETURN(auto p, conv_problem(kOp, x->sizes(), w->sizes(), options));
   KILN_ASSIGN_OR_RETURN(EValue * out, internal::output_tensor(kOp, outputs, 0, x->dtype()));
   KILN_RETURN_IF_ERROR(internal::resize_output(
@@ -332,11 +279,11 @@ Status conv_integer_kernel(runtime::KernelContext& context, Span<EValue* const> 
                            Span<EValue* const> outputs, const runtime::Attributes& attributes) {
   constexpr std::string_view kOp = "ConvInteger";
   KILN_RETURN_IF_ERROR(internal::check_arity(kOp, inputs, outputs, 2, 4, 1));
-  KILN_ASSIGN_OR_RETURN(auto options, read_conv_options(kOp, attributes));
+  KILN_ASSIGN_OR_RETURN(auto options, internal::read_conv_attributes<ConvOptions>(kOp, attributes));
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, internal::input_tensor(kOp, inputs, 1));
-  KILN_ASSIGN_OR_RETURN(const Tensor* x_zp, optional_input(kOp, inputs, 2));
-  KILN_ASSIGN_OR_RETURN(const Tensor* w_zp, optional_input(kOp, inputs, 3));
+  KILN_ASSIGN_OR_RETURN(const Tensor* x_zp, internal::optional_input(kOp, inputs, 2));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w_zp, internal::optional_input(kOp, inputs, 3));
   KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kConvIntegerDtypes));
   KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 1 (w)", w->dtype(), kConvIntegerDtypes));
   KILN_ASSIGN_OR_RETURN(auto p, conv_problem(kOp, x->sizes(), w->sizes(), options));

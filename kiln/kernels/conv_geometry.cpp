@@ -1,6 +1,7 @@
 #include <kiln/kernels/conv_geometry.h>
 
 #include <kiln/kernels/adapter.h>
+#include <kiln/kernels/dispatch.h>
 
 #include <algorithm>
 #include <limits>
@@ -152,6 +153,63 @@ Result<WindowAttributes> read_window_attributes(std::string_view op,
   if (!auto_pad.ok()) return auto_pad.status().with_context(action(op));
   KILN_ASSIGN_OR_RETURN(read.auto_pad, parse_auto_pad(op, *auto_pad));
   return read;
+}
+
+Status check_conv_ranks(std::string_view op, Span<const int64_t> x, Span<const int64_t> w,
+                        int64_t group) {
+  KILN_RETURN_IF_ERROR(check_spatial_rank(op, "input 0", x));
+  if (w.size() != x.size()) {
+    return invalid_argument(op, "input 1 (W) of shape " + runtime::shape_to_string(w) +
+                                    " has rank " + std::to_string(w.size()) + " (expected " +
+                                    std::to_string(x.size()) + ", the rank of input 0 of shape " +
+                                    runtime::shape_to_string(x) + ")");
+  }
+  if (group < 1) {
+    return invalid_argument(op,
+                            "attribute 'group' is " + std::to_string(group) + " (expected >= 1)");
+  }
+  return Status();
+}
+
+Result<std::vector<int64_t>> conv_kernel_sizes(std::string_view op, Span<const int64_t> w,
+                                               const std::vector<int64_t>& kernel_shape) {
+  std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  for (int64_t k : kernel) {
+    if (k < 1) {
+      return invalid_argument(op, "input 1 (W) of shape " + runtime::shape_to_string(w) +
+                                      " has an empty kernel (expected sizes >= 1)");
+    }
+  }
+  if (!kernel_shape.empty() && kernel_shape != kernel) {
+    return invalid_argument(op, "attribute 'kernel_shape' " +
+                                    runtime::shape_to_string(kernel_shape) +
+                                    " differs from input 1 (W)'s spatial sizes " +
+                                    runtime::shape_to_string(kernel) + " (expected equal)");
+  }
+  return kernel;
+}
+
+Status check_float_conv_dtypes(std::string_view op, const runtime::Tensor& x,
+                               const runtime::Tensor& w) {
+  KILN_RETURN_IF_ERROR(check_dtype(op, "input 0", x.dtype(), kFloatDtypes));
+  return check_same_dtype(op, "input 1 (W)", w.dtype(), x.dtype());
+}
+
+Status check_conv_tensors(std::string_view op, const runtime::Tensor& x, const runtime::Tensor& w,
+                          const runtime::Tensor* b, int64_t out_channels,
+                          const runtime::Tensor& out, Span<const int64_t> out_shape) {
+  if (b != nullptr) {
+    KILN_RETURN_IF_ERROR(check_same_dtype(op, "input 2 (B)", b->dtype(), x.dtype()));
+    KILN_RETURN_IF_ERROR(check_contiguous(op, "input 2 (B)", *b));
+    if (b->dim() != 1 || b->size(0) != out_channels) {
+      return invalid_argument(op, "input 2 (B) has shape " + runtime::shape_to_string(b->sizes()) +
+                                      " (expected [" + std::to_string(out_channels) +
+                                      "], one bias per output channel)");
+    }
+  }
+  KILN_RETURN_IF_ERROR(check_contiguous(op, "input 0", x));
+  KILN_RETURN_IF_ERROR(check_contiguous(op, "input 1 (W)", w));
+  return check_output(op, out, x.dtype(), out_shape);
 }
 
 }  // namespace internal

@@ -2,18 +2,21 @@
 
 // Sliding-window geometry shared by the convolution and pooling kernels: attribute reading
 // and validation, output sizes and padding, and the range of window positions that fall
-// inside the input. Internal to kiln/kernels.
+// inside the input; and the operand checks the convolutions (Conv, ConvInteger, ConvTranspose)
+// share. Internal to kiln/kernels.
 
 #include <kiln/kernels/layout.h>
 #include <kiln/kernels/nn_conv_ops.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
 #include <kiln/runtime/core/status.h>
+#include <kiln/runtime/core/tensor.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln::kernels::internal {
@@ -92,5 +95,48 @@ runtime::Result<WindowAttributes> read_window_attributes(std::string_view op,
 runtime::Result<std::vector<int64_t>> ints_attribute(std::string_view op,
                                                      const runtime::Attributes& attributes,
                                                      std::string_view name);
+
+/// Reads the attributes of a convolution into `Options` (ConvOptions or ConvTransposeOptions):
+/// the window attributes and `group` (default 1), prefixing the op to any error.
+template <typename Options>
+runtime::Result<Options> read_conv_attributes(std::string_view op,
+                                              const runtime::Attributes& attributes) {
+  KILN_ASSIGN_OR_RETURN(auto window, read_window_attributes(op, attributes));
+  Options options;
+  options.kernel_shape = std::move(window.kernel_shape);
+  options.strides = std::move(window.strides);
+  options.dilations = std::move(window.dilations);
+  options.pads = std::move(window.pads);
+  options.auto_pad = window.auto_pad;
+  KILN_ASSIGN_OR_RETURN(options.group, int_attribute(op, attributes, "group", 1));
+  return options;
+}
+
+/// The first checks of a convolution's sizes, X of shape `x` by W of shape `w`: X has 1 to 3
+/// spatial axes, W has X's rank and `group` >= 1. How the channels must fit differs between
+/// Conv and ConvTranspose and is left to the caller. Errors: InvalidArgument naming `op`
+/// (NotSupported for more than 3 spatial axes).
+runtime::Status check_conv_ranks(std::string_view op, runtime::Span<const int64_t> x,
+                                 runtime::Span<const int64_t> w, int64_t group);
+
+/// W's spatial sizes (its axes 2...), checked to be >= 1 and, when `kernel_shape` is not empty,
+/// equal to it. Errors: InvalidArgument naming `op`, input 1 (W) and the attribute.
+runtime::Result<std::vector<int64_t>> conv_kernel_sizes(std::string_view op,
+                                                        runtime::Span<const int64_t> w,
+                                                        const std::vector<int64_t>& kernel_shape);
+
+/// InvalidType unless X has a float dtype and W the same one: the dtype check of the float
+/// convolutions (Conv, ConvTranspose), before their sizes are checked.
+runtime::Status check_float_conv_dtypes(std::string_view op, const runtime::Tensor& x,
+                                        const runtime::Tensor& w);
+
+/// The tensor checks of a float convolution (Conv, ConvTranspose) whose sizes are valid:
+/// B, when not null, has X's dtype, is contiguous and has shape [out_channels]; X and W are
+/// contiguous; `out` has X's dtype and shape `out_shape` and is contiguous.
+/// Errors: InvalidType, InvalidArgument or NotSupported naming `op` and the tensor.
+runtime::Status check_conv_tensors(std::string_view op, const runtime::Tensor& x,
+                                   const runtime::Tensor& w, const runtime::Tensor* b,
+                                   int64_t out_channels, const runtime::Tensor& out,
+                                   runtime::Span<const int64_t> out_shape);
 
 }  // namespace kiln::kernels::internal

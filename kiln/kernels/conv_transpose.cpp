@@ -75,17 +75,7 @@ Status resolve_axis(const ConvTransposeOptions& o, const std::vector<int64_t>& p
 
 Result<TransposeProblem> transpose_problem(Span<const int64_t> x, Span<const int64_t> w,
                                            const ConvTransposeOptions& o) {
-  KILN_RETURN_IF_ERROR(internal::check_spatial_rank(kOp, "input 0", x));
-  if (w.size() != x.size()) {
-    return internal::invalid_argument(
-        kOp, "input 1 (W) of shape " + runtime::shape_to_string(w) + " has rank " +
-                 std::to_string(w.size()) + " (expected " + std::to_string(x.size()) +
-                 ", the rank of input 0 of shape " + runtime::shape_to_string(x) + ")");
-  }
-  if (o.group < 1) {
-    return internal::invalid_argument(
-        kOp, "attribute 'group' is " + std::to_string(o.group) + " (expected >= 1)");
-  }
+  KILN_RETURN_IF_ERROR(internal::check_conv_ranks(kOp, x, w, o.group));
   TransposeProblem p;
   p.batch = x[0];
   p.channels = x[1];
@@ -100,19 +90,7 @@ Result<TransposeProblem> transpose_problem(Span<const int64_t> x, Span<const int
   p.group_out_channels = w[1];
   p.out_channels = w[1] * p.group;
   const size_t rank = x.size() - 2;
-  const std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  for (int64_t k : kernel) {
-    if (k < 1) {
-      return internal::invalid_argument(kOp, "input 1 (W) of shape " + runtime::shape_to_string(w) +
-                                                 " has an empty kernel (expected sizes >= 1)");
-    }
-  }
-  if (!o.kernel_shape.empty() && o.kernel_shape != kernel) {
-    return internal::invalid_argument(
-        kOp, "attribute 'kernel_shape' " + runtime::shape_to_string(o.kernel_shape) +
-                 " differs from input 1 (W)'s spatial sizes " + runtime::shape_to_string(kernel) +
-                 " (expected equal)");
-  }
+  KILN_ASSIGN_OR_RETURN(auto kernel, internal::conv_kernel_sizes(kOp, w, o.kernel_shape));
   KILN_ASSIGN_OR_RETURN(auto stride, internal::axis_values(kOp, "strides", o.strides, rank, 1, 1));
   KILN_ASSIGN_OR_RETURN(auto dilation,
                         internal::axis_values(kOp, "dilations", o.dilations, rank, 1, 1));
@@ -170,22 +148,11 @@ Result<std::vector<int64_t>> conv_transpose_shape(Span<const int64_t> x, Span<co
 
 Status conv_transpose(const Tensor& x, const Tensor& w, const Tensor* b,
                       const ConvTransposeOptions& options, Tensor& out) {
-  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x.dtype(), kFloatDtypes));
-  KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 1 (W)", w.dtype(), x.dtype()));
+  KILN_RETURN_IF_ERROR(internal::check_float_conv_dtypes(kOp, x, w));
   KILN_ASSIGN_OR_RETURN(auto p, transpose_problem(x.sizes(), w.sizes(), options));
-  if (b != nullptr) {
-    KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 2 (B)", b->dtype(), x.dtype()));
-    KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 2 (B)", *b));
-    if (b->dim() != 1 || b->size(0) != p.out_channels) {
-      return internal::invalid_argument(
-          kOp, "input 2 (B) has shape " + runtime::shape_to_string(b->sizes()) + " (expected [" +
-                   std::to_string(p.out_channels) + "], one bias per output channel)");
-    }
-  }
-  KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 0", x));
-  KILN_RETURN_IF_ERROR(internal::check_contiguous(kOp, "input 1 (W)", w));
-  KILN_RETURN_IF_ERROR(internal::check_output(
-      kOp, out, x.dtype(), internal::window_output_shape(p.batch, p.out_channels, p.window)));
+  KILN_RETURN_IF_ERROR(internal::check_conv_tensors(
+      kOp, x, w, b, p.out_channels, out,
+      internal::window_output_shape(p.batch, p.out_channels, p.window)));
   return dispatch<DtypeGroup::Float>(kOp, "input 0", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
@@ -231,26 +198,16 @@ namespace {
 Status conv_transpose_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
                              Span<EValue* const> outputs, const runtime::Attributes& attributes) {
   KILN_RETURN_IF_ERROR(internal::check_arity(kOp, inputs, outputs, 2, 3, 1));
-  KILN_ASSIGN_OR_RETURN(auto window, internal::read_window_attributes(kOp, attributes));
-  ConvTransposeOptions options;
-  options.kernel_shape = std::move(window.kernel_shape);
-  options.strides = std::move(window.strides);
-  options.dilations = std::move(window.dilations);
-  options.pads = std::move(window.pads);
-  options.auto_pad = window.auto_pad;
-  KILN_ASSIGN_OR_RETURN(options.group, internal::int_attribute(kOp, attributes, "group", 1));
+  KILN_ASSIGN_OR_RETURN(auto options,
+                        internal::read_conv_attributes<ConvTransposeOptions>(kOp, attributes));
   KILN_ASSIGN_OR_RETURN(options.output_padding,
                         internal::ints_attribute(kOp, attributes, "output_padding"));
   KILN_ASSIGN_OR_RETURN(options.output_shape,
                         internal::ints_attribute(kOp, attributes, "output_shape"));
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, internal::input_tensor(kOp, inputs, 1));
-  const Tensor* b = nullptr;
-  if (!internal::is_absent(inputs, 2)) {
-    KILN_ASSIGN_OR_RETURN(b, internal::input_tensor(kOp, inputs, 2));
-  }
-  KILN_RETURN_IF_ERROR(check_dtype(kOp, "input 0", x->dtype(), kFloatDtypes));
-  KILN_RETURN_IF_ERROR(internal::check_same_dtype(kOp, "input 1 (W)", w->dtype(), x->dtype()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* b, internal::optional_input(kOp, inputs, 2));
+  KILN_RETURN_IF_ERROR(internal::check_float_conv_dtypes(kOp, *x, *w));
   KILN_ASSIGN_OR_RETURN(auto shape, conv_transpose_shape(x->sizes(), w->sizes(), options));
   KILN_ASSIGN_OR_RETURN(EValue * out, internal::output_tensor(kOp, outputs, 0, x->dtype()));
   KILN_RETURN_IF_ERROR(internal::resize_output(context, kOp, *out, shape));

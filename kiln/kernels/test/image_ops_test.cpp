@@ -23,6 +23,7 @@ using runtime::EValue;
 using runtime::ScalarType;
 using runtime::Status;
 using test_helpers::attrs;
+using test_helpers::iota;
 using test_helpers::numel_of;
 using test_helpers::OwnedTensor;
 using test_helpers::random_values;
@@ -32,12 +33,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Shape = std::vector<int64_t>;
-
-std::vector<float> iota(int n, float start = 1) {
-  std::vector<float> values(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<float>(i);
-  return values;
-}
 
 void expect_near_all(const std::vector<float>& actual, const std::vector<double>& expected,
                      double tolerance = 1e-5) {
@@ -234,7 +229,7 @@ TEST(Resize, LinearHalfPixelMatchesTheOnnxExample) {
 }
 
 TEST(Resize, AlignCornersUsesTheUnroundedOutputWidth) {
-  auto x = OwnedTensor::of<float>({1, 1, 2, 4}, iota(8));
+  auto x = OwnedTensor::of<float>({1, 1, 2, 4}, iota(8, 1));
   auto out = OwnedTensor::resizable(ScalarType::Float32, 4);
   ASSERT_TRUE(run_resize(x, {}, {1, 1, 0.6f, 0.6f}, {},
                          attrs({{"mode", "linear"}, {"coordinate_transformation_mode",
@@ -246,7 +241,7 @@ TEST(Resize, AlignCornersUsesTheUnroundedOutputWidth) {
 }
 
 TEST(Resize, TfCropAndResizeMatchesTheOnnxExample) {
-  auto x = OwnedTensor::of<float>({1, 1, 4, 4}, iota(16));
+  auto x = OwnedTensor::of<float>({1, 1, 4, 4}, iota(16, 1));
   auto out = OwnedTensor::resizable(ScalarType::Float32, 4);
   ASSERT_TRUE(run_resize(x, {0, 0, 0.4f, 0.6f, 1, 1, 0.6f, 0.8f}, {}, {1, 1, 3, 3},
                          attrs({{"mode", "linear"},
@@ -257,7 +252,7 @@ TEST(Resize, TfCropAndResizeMatchesTheOnnxExample) {
 }
 
 TEST(Resize, TfCropAndResizeExtrapolates) {
-  auto x = OwnedTensor::of<float>({1, 1, 4, 4}, iota(16));
+  auto x = OwnedTensor::of<float>({1, 1, 4, 4}, iota(16, 1));
   auto out = OwnedTensor::resizable(ScalarType::Float32, 4);
   ASSERT_TRUE(run_resize(x, {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f}, {}, {1, 1, 3, 3},
                          attrs({{"mode", "linear"},
@@ -349,7 +344,7 @@ TEST(Resize, ThreeSpatialAxesAndAxesAttribute) {
 }
 
 TEST(Resize, KeepAspectRatioPolicy) {
-  auto x = OwnedTensor::of<float>({1, 1, 2, 4}, iota(8));
+  auto x = OwnedTensor::of<float>({1, 1, 2, 4}, iota(8, 1));
   auto out = OwnedTensor::resizable(ScalarType::Float32, 4);
   ASSERT_TRUE(run_resize(x, {}, {}, {1, 3},
                          attrs({{"axes", std::vector<int64_t>{2, 3}},
@@ -402,7 +397,7 @@ TEST(Resize, IntegerAndHalfDtypes) {
 TEST(Resize, OpsetTenFormAndUpsample) {
   // Resize-10 (X, scales) and Upsample are asymmetric; nearest floors when upsampling and
   // rounds up when downsampling.
-  auto x = OwnedTensor::of<float>({1, 1, 2, 4}, iota(8));
+  auto x = OwnedTensor::of<float>({1, 1, 2, 4}, iota(8, 1));
   auto scales = OwnedTensor::of<float>({4}, {1, 1, 0.6f, 0.6f});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 4);
   EValue in(x.tensor()), in_scales(scales.tensor()), result(out.tensor());

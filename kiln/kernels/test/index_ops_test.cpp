@@ -19,6 +19,8 @@ using runtime::EValue;
 using runtime::ScalarType;
 using runtime::Status;
 using test_helpers::attrs;
+using test_helpers::expect_error;
+using test_helpers::iota;
 using test_helpers::OwnedTensor;
 using test_helpers::run_kernel;
 using test_helpers::sizes_of;
@@ -26,17 +28,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Shape = std::vector<int64_t>;
-
-std::vector<float> iota(int n) {
-  std::vector<float> values(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i);
-  return values;
-}
-
-void expect_error(const Status& status, Error code, const std::string& substring) {
-  EXPECT_EQ(status.code(), code) << status.message();
-  EXPECT_THAT(std::string(status.message()), HasSubstr(substring));
-}
 
 // ---- GatherND
 // ------------------------------------------------------------------------------------

@@ -21,24 +21,12 @@ using runtime::EValue;
 using runtime::ScalarType;
 using runtime::Status;
 using test_helpers::OwnedTensor;
+using test_helpers::run_kernel;
+using test_helpers::sizes_of;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Shape = std::vector<int64_t>;
-
-// Runs registered op `op` on `inputs`, writing `outputs`, as the executor would.
-Status run(std::string_view op, std::vector<EValue*> inputs, std::vector<EValue*> outputs,
-           const Attributes& attributes = Attributes()) {
-  runtime::KernelFunction kernel = runtime::get_kernel(op);
-  if (kernel == nullptr) return Status(Error::OperatorMissing, std::string(op));
-  auto context = test_helpers::resizing_context(op);
-  return kernel(context, inputs, outputs, attributes);
-}
-
-Shape sizes_of(const EValue& value) {
-  auto sizes = value.to_tensor().sizes();
-  return Shape(sizes.begin(), sizes.end());
-}
 
 TEST(KernelRegistry, EveryReferenceOpIsRegistered) {
   for (const char* op : {"Resize", "Upsample", "GridSample", "RoiAlign", "NonMaxSuppression",
@@ -149,7 +137,7 @@ TEST(AddKernel, ResizesTheOutputToTheBroadcastShape) {
   auto b = OwnedTensor::of<float>({3}, {10, 20, 30});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 2);
   EValue in_a(a.tensor()), in_b(b.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("Add", {&in_a, &in_b}, {&result}).ok());
+  ASSERT_TRUE(run_kernel("Add", {&in_a, &in_b}, {&result}).ok());
   EXPECT_EQ(sizes_of(result), (Shape{2, 3}));
   EXPECT_THAT(out.values<float>(6), ElementsAre(11, 22, 33, 14, 25, 36));
 }
@@ -159,7 +147,7 @@ TEST(AddKernel, DtypeMismatchIsInvalidTypeNamingTheInput) {
   auto b = OwnedTensor::of<double>({2}, {1, 2});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 1);
   EValue in_a(a.tensor()), in_b(b.tensor()), result(out.tensor());
-  Status status = run("Add", {&in_a, &in_b}, {&result});
+  Status status = run_kernel("Add", {&in_a, &in_b}, {&result});
   EXPECT_EQ(status.code(), Error::InvalidType);
   EXPECT_THAT(status.message(),
               HasSubstr("run kernel 'Add': input 1 has dtype f64 (expected f32, the dtype of "
@@ -170,7 +158,7 @@ TEST(AddKernel, OutputOfAnotherDtypeIsInvalidType) {
   auto a = OwnedTensor::of<int32_t>({2}, {1, 2});
   auto out = OwnedTensor::resizable(ScalarType::Int64, 1);
   EValue in_a(a.tensor()), result(out.tensor());
-  Status status = run("Add", {&in_a, &in_a}, {&result});
+  Status status = run_kernel("Add", {&in_a, &in_a}, {&result});
   EXPECT_EQ(status.code(), Error::InvalidType);
   EXPECT_THAT(status.message(), HasSubstr("output 0 has dtype i64 (expected i32"));
 }
@@ -180,11 +168,11 @@ TEST(AddKernel, WrongArityAndNonTensorInputsAreNamed) {
   auto out = OwnedTensor::resizable(ScalarType::Float32, 1);
   EValue in_a(a.tensor()), number(int64_t{3}), result(out.tensor());
 
-  Status arity = run("Add", {&in_a}, {&result});
+  Status arity = run_kernel("Add", {&in_a}, {&result});
   EXPECT_EQ(arity.code(), Error::InvalidArgument);
   EXPECT_THAT(arity.message(), HasSubstr("run kernel 'Add': got 1 inputs (expected 2)"));
 
-  Status tag = run("Add", {&in_a, &number}, {&result});
+  Status tag = run_kernel("Add", {&in_a, &number}, {&result});
   EXPECT_EQ(tag.code(), Error::InvalidType);
   EXPECT_THAT(tag.message(), HasSubstr("input 1 is int (expected tensor)"));
 }
@@ -193,7 +181,7 @@ TEST(AddKernel, StaticOutputOfTheWrongShapeFailsToResize) {
   auto a = OwnedTensor::of<float>({2, 2}, {1, 2, 3, 4});
   auto out = OwnedTensor::zeros(ScalarType::Float32, {4, 1});
   EValue in_a(a.tensor()), result(out.tensor());
-  Status status = run("Add", {&in_a, &in_a}, {&result});
+  Status status = run_kernel("Add", {&in_a, &in_a}, {&result});
   EXPECT_EQ(status.code(), Error::InvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("run kernel 'Add': resize output 0 to [2, 2]"));
 }
@@ -203,7 +191,7 @@ TEST(DivKernel, IntegerInputsTruncate) {
   auto b = OwnedTensor::of<int64_t>({}, {2});
   auto out = OwnedTensor::resizable(ScalarType::Int64, 1);
   EValue in_a(a.tensor()), in_b(b.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("Div", {&in_a, &in_b}, {&result}).ok());
+  ASSERT_TRUE(run_kernel("Div", {&in_a, &in_b}, {&result}).ok());
   EXPECT_THAT(out.values<int64_t>(2), ElementsAre(-3, 4));
 }
 
@@ -211,7 +199,7 @@ TEST(ReluKernel, RejectsUnsupportedDtypeBeforeResizing) {
   auto x = OwnedTensor::of<int8_t>({2}, {-1, 1});
   auto out = OwnedTensor::resizable(ScalarType::Int8, 1);
   EValue in_x(x.tensor()), result(out.tensor());
-  Status status = run("Relu", {&in_x}, {&result});
+  Status status = run_kernel("Relu", {&in_x}, {&result});
   EXPECT_EQ(status.code(), Error::InvalidType);
   EXPECT_THAT(status.message(), HasSubstr("run kernel 'Relu': input 0 has dtype i8"));
   EXPECT_EQ(sizes_of(result), Shape{0});
@@ -222,7 +210,7 @@ TEST(MatMulKernel, BatchedWithOneDimensionalOperand) {
   auto b = OwnedTensor::of<float>({2}, {10, 1});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 2);
   EValue in_a(a.tensor()), in_b(b.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("MatMul", {&in_a, &in_b}, {&result}).ok());
+  ASSERT_TRUE(run_kernel("MatMul", {&in_a, &in_b}, {&result}).ok());
   EXPECT_EQ(sizes_of(result), (Shape{2, 1}));
   EXPECT_THAT(out.values<float>(2), ElementsAre(12, 34));
 }
@@ -233,7 +221,7 @@ TEST(GemmKernel, ReadsAttributesAndAcceptsAbsentC) {
   auto out = OwnedTensor::resizable(ScalarType::Float32, 2);
   EValue in_a(a.tensor()), in_b(b.tensor()), none, result(out.tensor());
   Attributes attributes({{"transA", EValue(int64_t{1})}, {"alpha", EValue(2.0)}});
-  ASSERT_TRUE(run("Gemm", {&in_a, &in_b, &none}, {&result}, attributes).ok());
+  ASSERT_TRUE(run_kernel("Gemm", {&in_a, &in_b, &none}, {&result}, attributes).ok());
   EXPECT_EQ(sizes_of(result), (Shape{1, 2}));
   EXPECT_THAT(out.values<float>(2), ElementsAre(14, 20));
 }
@@ -243,7 +231,7 @@ TEST(GemmKernel, AttributeOfTheWrongTypeIsNamed) {
   auto out = OwnedTensor::resizable(ScalarType::Float32, 2);
   EValue in_a(a.tensor()), result(out.tensor());
   Attributes attributes({{"alpha", EValue("two")}});
-  Status status = run("Gemm", {&in_a, &in_a}, {&result}, attributes);
+  Status status = run_kernel("Gemm", {&in_a, &in_a}, {&result}, attributes);
   EXPECT_EQ(status.code(), Error::InvalidType);
   EXPECT_THAT(status.message(), HasSubstr("run kernel 'Gemm': read attribute 'alpha'"));
 }
@@ -252,7 +240,7 @@ TEST(SoftmaxKernel, UsesTheAxisAttribute) {
   auto x = OwnedTensor::of<float>({2, 2}, {0, 0, 1, 1});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 2);
   EValue in_x(x.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("Softmax", {&in_x}, {&result}, Attributes({{"axis", EValue(0)}})).ok());
+  ASSERT_TRUE(run_kernel("Softmax", {&in_x}, {&result}, Attributes({{"axis", EValue(0)}})).ok());
   auto values = out.values<float>(4);
   EXPECT_NEAR(values[0] + values[2], 1.0, 1e-6);
   EXPECT_NEAR(values[0], 1.0 / (1.0 + std::exp(1.0)), 1e-6);
@@ -263,11 +251,11 @@ TEST(ReshapeKernel, ReadsTheShapeTensorAndAllowZero) {
   auto shape = OwnedTensor::of<int64_t>({2}, {0, -1});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 2);
   EValue in_x(x.tensor()), in_shape(shape.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("Reshape", {&in_x, &in_shape}, {&result}).ok());
+  ASSERT_TRUE(run_kernel("Reshape", {&in_x, &in_shape}, {&result}).ok());
   EXPECT_EQ(sizes_of(result), (Shape{2, 3}));
 
-  Status status = run("Reshape", {&in_x, &in_shape}, {&result},
-                      Attributes({{"allowzero", EValue(int64_t{1})}}));
+  Status status = run_kernel("Reshape", {&in_x, &in_shape}, {&result},
+                             Attributes({{"allowzero", EValue(int64_t{1})}}));
   EXPECT_EQ(status.code(), Error::InvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("run kernel 'Reshape': input 1 (shape) [0, -1]"));
 }
@@ -277,7 +265,7 @@ TEST(ReshapeKernel, ShapeMustBeInt64) {
   auto shape = OwnedTensor::of<int32_t>({1}, {2});
   auto out = OwnedTensor::resizable(ScalarType::Float32, 1);
   EValue in_x(x.tensor()), in_shape(shape.tensor()), result(out.tensor());
-  Status status = run("Reshape", {&in_x, &in_shape}, {&result});
+  Status status = run_kernel("Reshape", {&in_x, &in_shape}, {&result});
   EXPECT_EQ(status.code(), Error::InvalidType);
   EXPECT_THAT(status.message(), HasSubstr("input 1 has dtype i32 (expected i64)"));
 }
@@ -286,7 +274,7 @@ TEST(FlattenKernel, DefaultAxisIsOne) {
   auto x = OwnedTensor::of<int32_t>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
   auto out = OwnedTensor::resizable(ScalarType::Int32, 2);
   EValue in_x(x.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("Flatten", {&in_x}, {&result}).ok());
+  ASSERT_TRUE(run_kernel("Flatten", {&in_x}, {&result}).ok());
   EXPECT_EQ(sizes_of(result), (Shape{2, 4}));
   EXPECT_THAT(out.values<int32_t>(8), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8));
 }
@@ -295,7 +283,7 @@ TEST(IdentityKernel, CopiesInput) {
   auto x = OwnedTensor::of<int64_t>({3}, {7, 8, 9});
   auto out = OwnedTensor::resizable(ScalarType::Int64, 1);
   EValue in_x(x.tensor()), result(out.tensor());
-  ASSERT_TRUE(run("Identity", {&in_x}, {&result}).ok());
+  ASSERT_TRUE(run_kernel("Identity", {&in_x}, {&result}).ok());
   EXPECT_THAT(out.values<int64_t>(3), ElementsAre(7, 8, 9));
 }
 

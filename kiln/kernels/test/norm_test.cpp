@@ -23,14 +23,11 @@ using test_helpers::attrs;
 using test_helpers::OwnedTensor;
 using test_helpers::run_kernel;
 using test_helpers::sizes_of;
+using test_helpers::to_double;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Shape = std::vector<int64_t>;
-
-std::vector<double> to_double(const std::vector<float>& v) {
-  return std::vector<double>(v.begin(), v.end());
-}
 
 // ---- LayerNormalization -------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ using runtime::ScalarType;
 using runtime::Status;
 using runtime::Tensor;
 using test_helpers::attrs;
+using test_helpers::expect_error;
 using test_helpers::OwnedTensor;
 using test_helpers::random_values;
 using test_helpers::run_kernel;
@@ -27,11 +28,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Shape = std::vector<int64_t>;
-
-void expect_error(const Status& status, Error code, const std::string& substring) {
-  EXPECT_EQ(status.code(), code) << status.message();
-  EXPECT_THAT(std::string(status.message()), HasSubstr(substring));
-}
 
 // ---- Pad
 // -------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ using runtime::EValue;
 using runtime::ScalarType;
 using runtime::Status;
 using test_helpers::attrs;
+using test_helpers::iota;
 using test_helpers::OwnedTensor;
 using test_helpers::run_kernel;
 using test_helpers::sizes_of;
@@ -25,12 +26,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Shape = std::vector<int64_t>;
-
-std::vector<float> iota(int n) {
-  std::vector<float> values(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i);
-  return values;
-}
 
 TEST(Expand, BroadcastsBothWays) {
   auto x = OwnedTensor::of<float>({3, 1}, {1, 2, 3});

@@ -1,7 +1,8 @@
 #pragma once
 
 // Test helpers for the kernel tests: tensors that own their storage, seeded random data and
-// a KernelContext that resizes through Tensor::resize.
+// simple sequences, multi-index loops for naive reference implementations, a KernelContext that
+// resizes through Tensor::resize, and an error expectation.
 
 #include <kiln/kernels/dispatch.h>
 #include <kiln/runtime/core/evalue.h>
@@ -9,6 +10,10 @@
 #include <kiln/runtime/core/tensor.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -127,6 +132,42 @@ inline int64_t numel_of(const std::vector<int64_t>& sizes) {
   return numel;
 }
 
+/// `n` consecutive floats from `start`: start, start + 1, ...
+inline std::vector<float> iota(int64_t n, float start = 0) {
+  std::vector<float> values(static_cast<size_t>(n));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = start + static_cast<float>(i);
+  return values;
+}
+
+/// `values` widened to double, the input of the double-precision reference loops.
+template <typename T>
+std::vector<double> to_double(const std::vector<T>& values) {
+  return std::vector<double>(values.begin(), values.end());
+}
+
+/// Every multi-index of `sizes` in row-major order (none when a size is 0).
+inline std::vector<std::vector<int64_t>> indices_of(const std::vector<int64_t>& sizes) {
+  std::vector<std::vector<int64_t>> all;
+  if (numel_of(sizes) == 0) return all;
+  std::vector<int64_t> at(sizes.size(), 0);
+  while (true) {
+    all.push_back(at);
+    int d = static_cast<int>(sizes.size()) - 1;
+    for (; d >= 0; --d) {
+      if (++at[d] < sizes[d]) break;
+      at[d] = 0;
+    }
+    if (d < 0) return all;
+  }
+}
+
+/// The row-major flat index of multi-index `at` in a tensor of `sizes`.
+inline int64_t flat_index(const std::vector<int64_t>& sizes, const std::vector<int64_t>& at) {
+  int64_t index = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) index = index * sizes[d] + at[d];
+  return index;
+}
+
 /// A KernelContext whose resize calls Tensor::resize, as the executor does for planned tensors.
 inline runtime::KernelContext resizing_context(std::string_view op) {
   return runtime::KernelContext(op, [](runtime::EValue& value, runtime::Span<const int64_t> sizes) {
@@ -148,6 +189,13 @@ inline runtime::Status run_kernel(std::string_view op, std::vector<runtime::EVal
 inline std::vector<int64_t> sizes_of(const runtime::EValue& value) {
   auto sizes = value.to_tensor().sizes();
   return std::vector<int64_t>(sizes.begin(), sizes.end());
+}
+
+/// Expects `status` to carry `code` and a message containing `substring` (the culprit's name).
+inline void expect_error(const runtime::Status& status, runtime::Error code,
+                         const std::string& substring) {
+  EXPECT_EQ(status.code(), code) << status.message();
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(substring));
 }
 
 /// Attributes from name/value pairs: `attrs({{"axis", 1}})`.
