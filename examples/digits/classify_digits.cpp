@@ -4,10 +4,12 @@
 // how long loading the method took, so that a first (cold) and a second (warm) process can be
 // compared. Exit status 0 when every prediction equals its label (or no labels are given).
 
+#include <kiln/backends/kiln/kiln_backend.h>
 #include <kiln/extension/module/module.h>
 #include <kiln/extension/module/tensor_ptr.h>
 #include <tools/kiln/npy.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -52,13 +54,25 @@ int main(int argc, char** argv) {
   }
 
   kiln::extension::Module module(argv[1]);
+  const auto before = kiln::backends::kiln_load_counters();
   auto start = std::chrono::steady_clock::now();
   auto loaded = module.load_method("forward");
   auto load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                            start).count();
   if (!loaded.ok()) return fail("load", loaded);
+  // A KilnBackend delegate specializes the model on a cold load and stores it in the cache
+  // ($KILN_CACHE_DIR); a warm load maps it from there.
+  const auto after = kiln::backends::kiln_load_counters();
+  const char* cache = after.cache_misses != before.cache_misses ? "miss (specialized, stored)"
+                      : after.cache_hits != before.cache_hits   ? "hit (mapped from the cache)"
+                                                                : "off";
   std::cout << "load (program + method): " << std::fixed << std::setprecision(2) << load_ms
-            << " ms\n";
+            << " ms, cache " << cache << "\n";
+  for (size_t i = after.recent_warnings.size() -
+                  std::min<size_t>(after.recent_warnings.size(), after.warnings - before.warnings);
+       i < after.recent_warnings.size(); ++i) {
+    std::cerr << "warning: " << after.recent_warnings[i] << "\n";
+  }
 
   std::vector<float> pixels(static_cast<size_t>(images->numel()));
   std::memcpy(pixels.data(), images->data.data(), images->data.size());

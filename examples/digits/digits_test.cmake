@@ -1,6 +1,6 @@
 # CTest check of the digits example end to end: `kiln export` turns the committed ONNX model
-# into a program for BACKEND (portable, the default, or kiln) and kiln_classify_digits predicts
-# the ten bundled test images, each of which must equal its label.
+# into a program for BACKEND (portable, the default here, or kiln) and kiln_classify_digits
+# predicts the ten bundled test images twice (cold, then warm load), each equal to its label.
 #   cmake -DKILN=... -DCLASSIFY=... -DDIGITS_DIR=... -DWORK_DIR=... [-DBACKEND=kiln] -P digits_test.cmake
 if(NOT BACKEND)
   set(BACKEND portable)
@@ -13,10 +13,24 @@ execute_process(COMMAND "${KILN}" export "${DIGITS_DIR}/digits.onnx" -o "${WORK_
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "kiln export digits.onnx failed (exit ${rc}):\n${out}\n${err}")
 endif()
-execute_process(COMMAND "${CLASSIFY}" "${WORK_DIR}/digits.kiln" "${DIGITS_DIR}/test_images.npy"
-                        "${DIGITS_DIR}/test_labels.npy"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "10 of 10 predictions equal their labels")
-  message(FATAL_ERROR "kiln_classify_digits failed (exit ${rc}):\n${out}\n${err}")
+# Two processes over one fresh cache: with KilnBackend the first specializes and stores
+# (cache miss), the second maps the stored specialization (cache hit).
+if(BACKEND STREQUAL "kiln")
+  set(expected_cache "miss" "hit")
+else()
+  set(expected_cache "off" "off")
 endif()
-message(STATUS "digits ok (backend ${BACKEND}):\n${out}")
+foreach(cache IN LISTS expected_cache)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "KILN_CACHE_DIR=${WORK_DIR}/cache"
+                          "${CLASSIFY}" "${WORK_DIR}/digits.kiln" "${DIGITS_DIR}/test_images.npy"
+                          "${DIGITS_DIR}/test_labels.npy"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "10 of 10 predictions equal their labels")
+    message(FATAL_ERROR "kiln_classify_digits failed (exit ${rc}):\n${out}\n${err}")
+  endif()
+  if(NOT out MATCHES "cache ${cache}")
+    message(FATAL_ERROR "kiln_classify_digits: expected 'cache ${cache}' (backend ${BACKEND}):\n"
+                        "${out}\n${err}")
+  endif()
+  message(STATUS "digits ok (backend ${BACKEND}, cache ${cache}):\n${out}")
+endforeach()

@@ -21,10 +21,10 @@ struct DimBound {
 };
 
 struct ExportOptions {
-  /// "portable": reference kernels only. "kiln": the whole function becomes one KilnBackend
-  /// delegate over a model package, or (with a note) the portable lowering when the engine
-  /// cannot run it.
-  std::string backend = "portable";
+  /// "kiln" (the default): the whole function becomes one KilnBackend delegate over a model
+  /// package, or (with a note) the portable lowering when the engine cannot run it.
+  /// "portable": reference kernels only.
+  std::string backend = "kiln";
   std::vector<DimBound> bounds;
   uint32_t segment_alignment = 4096;
   /// Receives notes a user should see (e.g. a fallback to the portable lowering). Optional.

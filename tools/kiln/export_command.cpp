@@ -1,4 +1,4 @@
-// `kiln export MODEL.onnx -o OUT.kiln [--backend portable|kiln] [--bound METHOD:INPUT:DIM=MAX]...`
+// `kiln export MODEL.onnx -o OUT.kiln [--backend kiln|portable] [--bound METHOD:INPUT:DIM=MAX]...`
 
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/writer/program_writer.h>
@@ -20,7 +20,7 @@ using runtime::Status;
 struct ExportArgs {
   std::string model;
   std::string output;
-  std::string backend = "portable";
+  std::string backend = "kiln";
   std::vector<std::string> bounds;
   std::vector<std::string> methods;
   std::vector<std::string> enumerations;
@@ -93,7 +93,8 @@ Command add_export_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand("export", "Export an ONNX model to a .kiln program");
   app->add_option("model", args->model, "ONNX model file")->required();
   app->add_option("-o,--output", args->output, "program file to write")->required();
-  app->add_option("--backend", args->backend, "portable (reference kernels) or kiln")
+  app->add_option("--backend", args->backend,
+                  "kiln (compiled by the engine: the default) or portable (reference kernels)")
       ->check(CLI::IsMember({"portable", "kiln"}));
   app->add_option("--bound", args->bounds,
                   "METHOD:INPUT:DIM=MAX: plan a dynamic dimension statically up to MAX");
