@@ -3,7 +3,7 @@
 // seeded inputs, and compares every output.
 //
 //   node bench/compare_ort.mjs [--models DIR] [--kiln PATH] [--work DIR] [--only a,b]
-//                              [--rtol 1e-4] [--atol 1e-5]
+//                              [--backend kiln|portable] [--rtol 1e-4] [--atol 1e-5]
 //
 // DIR holds the .onnx files and models.json written by bench/models/make_models.py. For each
 // model and each of its input cases, the inputs, ONNX Runtime's outputs and kiln's outputs are
@@ -27,7 +27,7 @@ const root = path.dirname(here);
 function usage(message) {
   if (message) console.error(`compare_ort: error: ${message}`);
   console.error('usage: node bench/compare_ort.mjs [--models DIR] [--kiln PATH] [--work DIR] ' +
-                '[--only NAME,...] [--rtol R] [--atol A]');
+                '[--only NAME,...] [--backend kiln|portable] [--rtol R] [--atol A]');
   process.exit(2);
 }
 
@@ -37,6 +37,7 @@ function parseArgs(argv) {
     kiln: process.env.KILN || path.join(root, 'build', 'release', 'tools', 'kiln', 'kiln'),
     work: path.join(root, 'build', 'bench-compare'),
     only: [],
+    backend: 'kiln',
     rtol: 1e-4,
     atol: 1e-5,
   };
@@ -50,7 +51,12 @@ function parseArgs(argv) {
     else if (flag === '--kiln') args.kiln = path.resolve(value);
     else if (flag === '--work') args.work = path.resolve(value);
     else if (flag === '--only') args.only = value.split(',').filter((s) => s);
-    else if (flag === '--rtol' || flag === '--atol') {
+    else if (flag === '--backend') {
+      if (value !== 'kiln' && value !== 'portable') {
+        usage(`--backend '${value}' (expected kiln or portable)`);
+      }
+      args.backend = value;
+    } else if (flag === '--rtol' || flag === '--atol') {
       const number = Number(value);
       if (!(number >= 0)) usage(`${flag} '${value}' (expected a number >= 0)`);
       args[flag.slice(2)] = number;
@@ -127,8 +133,11 @@ function firstLine(result) {
   return out.length ? out[out.length - 1] : `exit code ${result.status}`;
 }
 
-function kiln(args, kilnPath) {
-  return spawnSync(kilnPath, args, { encoding: 'utf8', timeout: 600_000, maxBuffer: 1 << 26 });
+// Runs the kiln tool; KilnBackend's cache goes under the model's work directory, so runs
+// neither read nor fill the user's cache (the first case's run is a cold load, later ones warm).
+function kiln(args, kilnPath, cacheDir) {
+  const env = cacheDir ? { ...process.env, KILN_CACHE_DIR: cacheDir } : process.env;
+  return spawnSync(kilnPath, args, { encoding: 'utf8', timeout: 600_000, maxBuffer: 1 << 26, env });
 }
 
 async function compareModel(ort, name, entry, manifest, args) {
@@ -181,12 +190,13 @@ async function compareModel(ort, name, entry, manifest, args) {
   }
 
   const program = path.join(work, `${name}.kiln`);
-  const exported = kiln(['export', model, '-o', program, '--backend', 'portable'], args.kiln);
+  const exported = kiln(['export', model, '-o', program, '--backend', args.backend], args.kiln);
   if (exported.status !== 0) return { ok: false, line: `export failed: ${firstLine(exported)}` };
 
   let maxAbs = 0;
   for (const { kase, dirs, inputFlags, expected } of runs) {
-    const ran = kiln(['run', program, ...inputFlags, '--output-dir', dirs.kiln], args.kiln);
+    const ran = kiln(['run', program, ...inputFlags, '--output-dir', dirs.kiln], args.kiln,
+                     path.join(work, 'cache'));
     if (ran.status !== 0) {
       return { ok: false, line: `run failed (${kase.name}): ${firstLine(ran)}` };
     }
@@ -243,7 +253,7 @@ async function main() {
     console.log(`${name}: ${result.line}`);
   }
   console.log(`${names.length - failed} of ${names.length} models match ONNX Runtime ` +
-              `(rtol ${args.rtol}, atol ${args.atol})`);
+              `(backend ${args.backend}, rtol ${args.rtol}, atol ${args.atol})`);
   process.exit(failed ? 1 : 0);
 }
 
