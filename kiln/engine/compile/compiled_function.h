@@ -27,6 +27,10 @@ struct CompileOptions {
   /// Sigmoid, Tanh, Gelu) into one oneDNN op. Trade-off: off only for debugging and tests (fewer
   /// passes over memory when on); results agree either way within rounding. Default: true.
   bool fuse = true;
+  /// Hand values between oneDNN ops in the layout they compute in (e.g. blocked nChw16c from
+  /// one Conv to the next) instead of converting to plain and back. Trade-off: off only for
+  /// debugging and tests; results agree either way. Default: true.
+  bool propagate_layouts = true;
   /// Intra-op threads of the oneDNN ops, at creation and at run; 0: oneDNN's default (all
   /// cores). Reference kernels run on the calling thread. Default: 0.
   int num_threads = 0;

@@ -25,6 +25,10 @@ struct Slot {
   runtime::ScalarType dtype = runtime::ScalarType::Float32;
   std::optional<std::vector<int64_t>> sizes;  ///< Resolved at compile time.
   uint64_t offset = 0;                        ///< Planned only.
+  /// Planned only: when non-zero, the value is held in its producer's native layout (e.g.
+  /// oneDNN's blocked nChw16c), which needs this many bytes; every step reading it reads that
+  /// layout (see `propagate_layouts`). Its Tensor keeps the plain sizes.
+  uint64_t native_bytes = 0;
   runtime::EValue value;                      ///< Holds the Tensor steps read and write.
   std::vector<uint8_t> storage;               ///< Dynamic values and folded constants.
 
@@ -100,6 +104,15 @@ struct FusionContext {
   const std::vector<int>& producer;                 ///< Per value: its node or -1.
   const std::vector<bool>& absorbed;                ///< Nodes already fused away.
 };
+
+/// Keeps values in a native layout between the oneDNN steps that agree on it: a value made
+/// by a step that computes it in layout L (and would convert it to plain), read only by
+/// oneDNN steps that would convert it from plain into that same L, and not a function output,
+/// is handed over in L, with both conversions dropped. Call after every step is placed and
+/// before memory is planned (it sets `Slot::native_bytes`). Returns how many values it kept
+/// native. Errors: an op's own error when it cannot switch (not expected: only layouts the
+/// ops report are used).
+runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl);
 
 /// The longest fusable chain after node `anchor`, or empty when nothing fuses.
 std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anchor);

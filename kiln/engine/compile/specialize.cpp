@@ -57,6 +57,7 @@ class Builder {
       if (folded_[n] || absorbed_[n]) continue;
       KILN_RETURN_IF_ERROR(place(n));
     }
+    if (options_.propagate_layouts) KILN_RETURN_IF_ERROR(propagate_layouts(*impl_).status());
     KILN_RETURN_IF_ERROR(plan_memory());
     for (Step& step : impl_->steps) impl_->placement.push_back(step.placement);
     return std::move(impl_);
@@ -413,9 +414,9 @@ Status Builder::plan_memory() {
     }
     KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(*s.sizes));
     s.kind = Slot::Kind::Planned;
+    uint64_t bytes = static_cast<uint64_t>(numel) * runtime::element_size(s.dtype);
     lifetimes.push_back(
-        plan::Lifetime{first[v], std::max(first[v], last[v]),
-                       static_cast<uint64_t>(numel) * runtime::element_size(s.dtype)});
+        plan::Lifetime{first[v], std::max(first[v], last[v]), std::max(bytes, s.native_bytes)});
     planned.push_back(static_cast<int>(v));
   }
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);

@@ -23,8 +23,8 @@ Factory find_factory(const std::string& op) {
   if (op == "BatchNormalization") return create_batch_norm;
   if (op == "Add" || op == "Mul") return create_binary;
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Gelu" ||
-      op == "Exp" || op == "Abs" || op == "Sqrt" || op == "Elu" ||
-      op == "HardSwish" || op == "Softplus" || op == "Neg" || op == "Clip") {
+      op == "Exp" || op == "Abs" || op == "Sqrt" || op == "Elu" || op == "HardSwish" ||
+      op == "Softplus" || op == "Neg" || op == "Clip") {
     return create_unary;
   }
   return nullptr;
@@ -49,6 +49,16 @@ Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
     return Status(Error::MemoryAllocationFailed,
                   "create op '" + desc.op + "' (oneDNN): out of memory");
   }
+}
+
+Status CpuOp::use_native_input(size_t index) {
+  return Status(Error::NotSupported,
+                "op (" + describe() + ") has no native layout for input " + std::to_string(index));
+}
+
+Status CpuOp::use_native_output(size_t index) {
+  return Status(Error::NotSupported,
+                "op (" + describe() + ") has no native layout for output " + std::to_string(index));
 }
 
 }  // namespace kiln::engine::cpu

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,30 @@ class CpuOp {
   /// The implementation chosen, for logs and benchmarks: e.g. "oneDNN jit:avx512_core
   /// src:nChw16c wei:OIhw16i16o".
   virtual std::string describe() const = 0;
+
+  /// A provider's own layout of a tensor (e.g. oneDNN's blocked nChw16c): equal `id`s are
+  /// the same layout; `bytes` is the storage it needs (padding included, so it may exceed the
+  /// plain size).
+  struct NativeLayout {
+    std::string id;
+    uint64_t bytes = 0;
+  };
+  /// The layout the op converts input `index` into before computing (reading the plain
+  /// tensor), or nullopt when it reads the plain tensor directly.
+  virtual std::optional<NativeLayout> native_input_layout(size_t /*index*/) const {
+    return std::nullopt;
+  }
+  /// The layout the op computes output `index` in before converting it to plain, or nullopt.
+  virtual std::optional<NativeLayout> native_output_layout(size_t /*index*/) const {
+    return std::nullopt;
+  }
+  /// From now on, input `index` is given in `native_input_layout(index)` (no conversion), and
+  /// its tensor's data is that layout's bytes. Layout propagation (engine/compile) uses it
+  /// between ops that agree on a layout. Errors: NotSupported when the op has no such layout.
+  virtual runtime::Status use_native_input(size_t index);
+  /// From now on, output `index` is written in `native_output_layout(index)`. Errors: as
+  /// `use_native_input`.
+  virtual runtime::Status use_native_output(size_t index);
 };
 
 /// The kernel provider and its version, e.g. "oneDNN 2.6.3 (hash)": part of the engine

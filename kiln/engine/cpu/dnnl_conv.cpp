@@ -22,6 +22,10 @@ struct Staging {
   dnnl::reorder reorder;
 };
 
+CpuOp::NativeLayout native(const memory::desc& md) {
+  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
+}
+
 class ConvOp final : public DnnlOp {
  public:
   Status run(runtime::Span<const runtime::Tensor*> inputs,
@@ -42,15 +46,18 @@ class ConvOp final : public DnnlOp {
     } else {
       point(args[DNNL_ARG_DST], out);
     }
+    // Where the primitive writes: the internal buffer, or the output (plain or native).
+    memory& dst = dst_stage_ ? dst_stage_->internal : args[DNNL_ARG_DST];
     if (residual_index_ >= 0) {
       const void* residual = inputs[static_cast<size_t>(residual_index_)]->data();
       if (residual_stage_) {
         point(residual_stage_->plain, residual);
-        KILN_RETURN_IF_ERROR(execute(
-            residual_stage_->reorder,
-            {{DNNL_ARG_FROM, residual_stage_->plain}, {DNNL_ARG_TO, dst_stage_->internal}}));
-      } else if (residual != out) {
-        std::memcpy(out, residual, outputs[0]->nbytes());
+        KILN_RETURN_IF_ERROR(
+            execute(residual_stage_->reorder,
+                    {{DNNL_ARG_FROM, residual_stage_->plain}, {DNNL_ARG_TO, dst}}));
+      } else if (residual != dst.get_data_handle()) {
+        // The residual is in the destination's layout already (plain, or native like it).
+        std::memcpy(dst.get_data_handle(), residual, dst.get_desc().get_size());
       }
     }
     KILN_RETURN_IF_ERROR(execute(primitive_, args));
@@ -58,6 +65,36 @@ class ConvOp final : public DnnlOp {
       KILN_RETURN_IF_ERROR(execute(dst_stage_->reorder, {{DNNL_ARG_FROM, dst_stage_->internal},
                                                          {DNNL_ARG_TO, dst_stage_->plain}}));
     }
+    return Status();
+  }
+
+  std::optional<NativeLayout> native_input_layout(size_t index) const override {
+    if (index == 0 && src_stage_) return native(src_stage_->internal.get_desc());
+    if (residual_index_ >= 0 && index == static_cast<size_t>(residual_index_) && residual_stage_) {
+      return native(residual_stage_->internal.get_desc());
+    }
+    return std::nullopt;
+  }
+  std::optional<NativeLayout> native_output_layout(size_t index) const override {
+    if (index == 0 && dst_stage_) return native(dst_stage_->internal.get_desc());
+    return std::nullopt;
+  }
+  Status use_native_input(size_t index) override {
+    if (index == 0 && src_stage_) {
+      args_[DNNL_ARG_SRC] = wrap(src_stage_->internal.get_desc(), nullptr);
+      src_stage_.reset();
+      return Status();
+    }
+    if (residual_index_ >= 0 && index == static_cast<size_t>(residual_index_) && residual_stage_) {
+      residual_stage_.reset();
+      return Status();
+    }
+    return CpuOp::use_native_input(index);
+  }
+  Status use_native_output(size_t index) override {
+    if (index != 0 || !dst_stage_) return CpuOp::use_native_output(index);
+    args_[DNNL_ARG_DST] = wrap(dst_stage_->internal.get_desc(), nullptr);
+    dst_stage_.reset();
     return Status();
   }
 

@@ -151,7 +151,8 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
       key.functions.push_back(f.name);
       key.input_shapes.push_back(f.sizes);
     }
-    key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0");
+    key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
+                         (compile.propagate_layouts ? "" : ";layouts=0");
     key.engine_version = engine_version();
     key.cpu_features = specialization::cpu_features();
     cached = adopt_cached(*cache, key, *with_store.packed, report);

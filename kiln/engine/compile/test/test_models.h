@@ -249,9 +249,8 @@ inline void expect_close(const Tensor& actual, const Tensor& expected, double rt
 /// Compiles the model's function for its inputs' shapes (fusion on or off), runs it on seeded
 /// random inputs and compares every output with the reference interpreter's.
 inline std::unique_ptr<compile::CompiledFunction> check_against_reference(
-    const ir::Model& model, const std::vector<std::vector<int64_t>>& sizes, bool fuse) {
-  CompileOptions options;
-  options.fuse = fuse;
+    const ir::Model& model, const std::vector<std::vector<int64_t>>& sizes,
+    const CompileOptions& options) {
   auto compiled = compile::specialize(model, "main", sizes, cpu_only(), options);
   EXPECT_TRUE(compiled.ok()) << compiled.status().to_string();
   if (!compiled.ok()) return nullptr;
@@ -268,6 +267,13 @@ inline std::unique_ptr<compile::CompiledFunction> check_against_reference(
   EXPECT_TRUE(status.ok()) << status.to_string();
   for (size_t i = 0; i < outputs.size(); ++i) expect_close(outputs[i].tensor, expected[i].tensor);
   return std::move(*compiled);
+}
+
+inline std::unique_ptr<compile::CompiledFunction> check_against_reference(
+    const ir::Model& model, const std::vector<std::vector<int64_t>>& sizes, bool fuse) {
+  CompileOptions options;
+  options.fuse = fuse;
+  return check_against_reference(model, sizes, options);
 }
 
 inline ir::Attribute ints(const std::string& name, std::vector<int64_t> v) { return {name, v}; }

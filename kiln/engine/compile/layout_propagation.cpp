@@ -1,0 +1,67 @@
+// Layout propagation between oneDNN steps (see propagate_layouts in function_plan.h).
+
+#include <kiln/engine/compile/function_plan.h>
+
+#include <algorithm>
+
+namespace kiln::engine::compile {
+
+namespace {
+
+// One read of a value: the step and the position among its inputs.
+struct Use {
+  size_t step;
+  size_t input;
+};
+
+}  // namespace
+
+runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl) {
+  const size_t num_slots = impl.slots.size();
+  std::vector<int> producer(num_slots, -1);
+  std::vector<std::vector<Use>> uses(num_slots);
+  for (size_t i = 0; i < impl.steps.size(); ++i) {
+    const Step& step = impl.steps[i];
+    for (size_t k = 0; k < step.inputs.size(); ++k) {
+      if (step.inputs[k] >= 0) uses[static_cast<size_t>(step.inputs[k])].push_back({i, k});
+    }
+    if (!step.outputs.empty() && step.outputs[0] >= 0) {
+      producer[static_cast<size_t>(step.outputs[0])] = static_cast<int>(i);
+    }
+  }
+  std::vector<bool> is_output(num_slots, false);
+  for (int v : impl.outputs) is_output[static_cast<size_t>(v)] = true;
+
+  size_t kept = 0;
+  for (size_t v = 0; v < num_slots; ++v) {
+    if (producer[v] < 0 || is_output[v] || uses[v].empty()) continue;
+    Slot& slot = *impl.slots[v];
+    if (slot.kind == Slot::Kind::Constant || slot.kind == Slot::Kind::Input || !slot.sizes) {
+      continue;
+    }
+    Step& made_by = impl.steps[static_cast<size_t>(producer[v])];
+    if (made_by.cpu_op == nullptr || made_by.outputs.size() != 1) continue;
+    auto layout = made_by.cpu_op->native_output_layout(0);
+    if (!layout) continue;
+    bool agree = std::all_of(uses[v].begin(), uses[v].end(), [&](const Use& use) {
+      const Step& reader = impl.steps[use.step];
+      // (A step reading the value twice, e.g. a Conv's source and its residual, has two uses:
+      // both positions must want the layout, and both are switched.)
+      if (reader.cpu_op == nullptr) return false;
+      auto wanted = reader.cpu_op->native_input_layout(use.input);
+      return wanted && wanted->id == layout->id;
+    });
+    if (!agree) continue;
+    KILN_RETURN_IF_ERROR(made_by.cpu_op->use_native_output(0));
+    for (const Use& use : uses[v]) {
+      KILN_RETURN_IF_ERROR(impl.steps[use.step].cpu_op->use_native_input(use.input));
+    }
+    slot.native_bytes = std::max<uint64_t>(layout->bytes, 1);
+    std::string note = "output in native layout";
+    made_by.placement.detail += made_by.placement.detail.empty() ? note : "; " + note;
+    ++kept;
+  }
+  return kept;
+}
+
+}  // namespace kiln::engine::compile
