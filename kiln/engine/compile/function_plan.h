@@ -3,6 +3,7 @@
 
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/runtime/core/aligned_buffer.h>
 #include <kiln/runtime/core/evalue.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 
@@ -62,7 +63,7 @@ class CompiledFunctionImpl {
                                                  ///< (declared first: destroyed last).
   std::vector<Step> steps;
   std::vector<PlacementEntry> placement;
-  std::vector<uint8_t> arena;  ///< Over-allocated by the alignment; `arena_base` is aligned.
+  runtime::AlignedBuffer arena;  ///< 64-byte aligned, uninitialized; `arena_base` is its start.
   uint8_t* arena_base = nullptr;
   uint64_t arena_bytes = 0;
   bool is_static = true;

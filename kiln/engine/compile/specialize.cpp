@@ -421,9 +421,11 @@ Status Builder::plan_memory() {
   }
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
   impl_->arena_bytes = memory.arena_size;
-  impl_->arena.assign(memory.arena_size + kArenaAlignment, 0);
-  auto address = reinterpret_cast<uintptr_t>(impl_->arena.data());
-  impl_->arena_base = impl_->arena.data() + (kArenaAlignment - address % kArenaAlignment);
+  // Not zero-filled: every step writes its outputs before anything reads them, and touching
+  // megabytes of fresh pages here would only move that cost from the first run into the load.
+  KILN_ASSIGN_OR_RETURN(impl_->arena,
+                        runtime::allocate_aligned(memory.arena_size + 1, kArenaAlignment));
+  impl_->arena_base = impl_->arena.get();
   for (size_t k = 0; k < planned.size(); ++k) {
     Slot& s = slot(planned[k]);
     s.offset = memory.offsets[k];
