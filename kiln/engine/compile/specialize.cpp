@@ -423,8 +423,7 @@ Status Builder::plan_memory() {
   impl_->arena_bytes = memory.arena_size;
   // Not zero-filled: every step writes its outputs before anything reads them, and touching
   // megabytes of fresh pages here would only move that cost from the first run into the load.
-  KILN_ASSIGN_OR_RETURN(impl_->arena,
-                        runtime::allocate_aligned(memory.arena_size + 1, kArenaAlignment));
+  KILN_ASSIGN_OR_RETURN(impl_->arena, runtime::allocate_bulk(memory.arena_size + 1));
   impl_->arena_base = impl_->arena.get();
   for (size_t k = 0; k < planned.size(); ++k) {
     Slot& s = slot(planned[k]);

@@ -27,7 +27,7 @@ Result<const uint8_t*> PackedConstants::get(const PackKey& key, size_t size,
     return it->second.bytes.data();
   }
   Held held;
-  KILN_ASSIGN_OR_RETURN(held.owned, runtime::allocate_aligned(std::max<size_t>(size, 1)));
+  KILN_ASSIGN_OR_RETURN(held.owned, runtime::allocate_bulk(std::max<size_t>(size, 1)));
   KILN_RETURN_IF_ERROR(pack(held.owned.get()));
   held.bytes = {held.owned.get(), size};
   const uint8_t* data = held.owned.get();

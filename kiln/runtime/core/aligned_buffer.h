@@ -8,6 +8,10 @@
 #include <memory>
 #include <string>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace kiln::runtime {
 
 struct FreeDeleter {
@@ -32,6 +36,22 @@ inline Result<AlignedBuffer> allocate_aligned(size_t size, size_t alignment = 64
                   "allocate " + std::to_string(size) + " bytes: out of memory");
   }
   return AlignedBuffer(static_cast<uint8_t*>(p));
+}
+
+/// Allocates `size` bytes for bulk data written once and read often (packed weights, an
+/// activation arena): 64-byte aligned; from 2 MiB up, 2 MiB aligned and advised for
+/// transparent huge pages where the system has them (Linux `madvise`), which cuts page faults
+/// 512-fold when the bytes are first written. Errors: as `allocate_aligned`.
+inline Result<AlignedBuffer> allocate_bulk(size_t size) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  if (size < kHugePage) return allocate_aligned(size);
+  size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
+  if (rounded < size) return allocate_aligned(size);  // overflow: let it report the size
+  KILN_ASSIGN_OR_RETURN(AlignedBuffer buffer, allocate_aligned(rounded, kHugePage));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(buffer.get(), rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
+#endif
+  return buffer;
 }
 
 }  // namespace kiln::runtime
