@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstring>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -21,8 +20,8 @@ using dnnl::memory;
 enum class Cell { Lstm, Gru, LbrGru };
 
 // The ONNX inputs: X, W, R, B, sequence_lens, initial_h (, initial_c, P for LSTM).
-constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSequenceLens = 4, kInitialH = 5,
-                 kInitialC = 6, kP = 7;
+constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSequenceLens = 4, kInitialH = 5, kInitialC = 6,
+                 kP = 7;
 
 /// The problem's sizes, read from validated inputs.
 struct Dims {
@@ -30,7 +29,7 @@ struct Dims {
   int64_t layout = 0;
 };
 
-/// oneDNN gate g takes ONNX gate kGateOrder[g]: LSTM i, f, c~, o from ONNX i, o, f, c; GRU
+/// The ONNX gate block that oneDNN gate `g` takes: LSTM i, f, c~, o from ONNX i, o, f, c; GRU
 /// u, r, o are ONNX's z, r, h.
 int64_t onnx_gate(Cell cell, int64_t g) {
   static constexpr std::array<int64_t, 4> kLstm = {0, 2, 3, 1};
@@ -81,8 +80,8 @@ class RnnOp final : public DnnlOp {
   const runtime::Tensor* initial_[2] = {nullptr, nullptr};  ///< Constant initial_h, initial_c.
   bool has_initial_[2] = {false, false};
   bool held_[2] = {false, false};  ///< The op holds the initial state (constant, or zero h).
-  int bias_input_ = -1;  ///< Run-time B; -1: none or constant.
-  bool y_direct_ = true;  ///< oneDNN's dst_layer is Y's layout.
+  int bias_input_ = -1;            ///< Run-time B; -1: none or constant.
+  bool y_direct_ = true;           ///< oneDNN's dst_layer is Y's layout.
   std::vector<float> y_buffer_;
   std::array<std::vector<float>, 2> state_in_, state_out_;  ///< Layout 1 h, c in ldnc.
   dnnl::primitive primitive_;
@@ -101,9 +100,9 @@ Status RnnOp::check_attributes(const OpDesc& desc, int64_t& direction_count,
   } else if (dir == "bidirectional") {
     direction = dnnl::rnn_direction::bidirectional_concat;
   } else {
-    return error(desc, Error::InvalidArgument,
-                 "attribute 'direction' is '" + dir +
-                     "' (expected forward, reverse or bidirectional)");
+    return error(
+        desc, Error::InvalidArgument,
+        "attribute 'direction' is '" + dir + "' (expected forward, reverse or bidirectional)");
   }
   direction_count = dir == "bidirectional" ? 2 : 1;
   for (const char* name : {"clip", "activation_alpha", "activation_beta"}) {
@@ -146,8 +145,8 @@ Status RnnOp::check_attributes(const OpDesc& desc, int64_t& direction_count,
     for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (name != defaults[i % defaults.size()]) {
       return error(desc, Error::NotSupported,
-                   "attribute 'activations' has '" + names[i] + "' at index " +
-                       std::to_string(i) + " (expected the defaults)");
+                   "attribute 'activations' has '" + names[i] + "' at index " + std::to_string(i) +
+                       " (expected the defaults)");
     }
   }
   return Status();
@@ -171,9 +170,9 @@ Status RnnOp::validate(const OpDesc& desc) {
     return error(desc, Error::NotSupported, "input 4 (sequence_lens) is present");
   }
   if (input_present(desc, kP)) return error(desc, Error::NotSupported, "input 7 (P) is present");
-  static constexpr const char* kNames[] = {"input 0 (X)", "input 1 (W)", "input 2 (R)",
-                                           "input 3 (B)", "",            "input 5 (initial_h)",
-                                           "input 6 (initial_c)"};
+  static constexpr const char* kNames[] = {
+      "input 0 (X)",         "input 1 (W)",        "input 2 (R)", "input 3 (B)", "",
+      "input 5 (initial_h)", "input 6 (initial_c)"};
   for (size_t i = 0; i < desc.inputs.size(); ++i) {
     if (!input_present(desc, i)) {
       if (i < 3) return error(desc, Error::InvalidArgument, std::string(kNames[i]) + " is absent");
@@ -389,10 +388,10 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
       args_[kDstIter[s]] = dst_iter_[s];
     }
   }
-  const std::vector<int64_t> y = d_.layout == 0 ? std::vector<int64_t>{T, D, N, H}
-                                                : std::vector<int64_t>{N, T, D, H};
-  const std::vector<int64_t> states = d_.layout == 0 ? std::vector<int64_t>{D, N, H}
-                                                     : std::vector<int64_t>{N, D, H};
+  const std::vector<int64_t> y =
+      d_.layout == 0 ? std::vector<int64_t>{T, D, N, H} : std::vector<int64_t>{N, T, D, H};
+  const std::vector<int64_t> states =
+      d_.layout == 0 ? std::vector<int64_t>{D, N, H} : std::vector<int64_t>{N, D, H};
   outputs_.push_back(TensorDesc{runtime::ScalarType::Float32, y});
   for (int i = 1; i < desc.num_outputs; ++i) {
     outputs_.push_back(TensorDesc{runtime::ScalarType::Float32, states});
@@ -465,7 +464,8 @@ Status RnnOp::run(runtime::Span<const runtime::Tensor*> inputs,
   KILN_RETURN_IF_ERROR(execute(primitive_, args_));
   if (!y_direct_) scatter_y(outputs[0]->mutable_data_ptr<float>());
   for (size_t s = 0; s + 1 < outputs.size(); ++s) {
-    if (d_.layout == 1) copy_state(state_out_[s].data(), outputs[s + 1]->mutable_data_ptr<float>(), false);
+    if (d_.layout == 1)
+      copy_state(state_out_[s].data(), outputs[s + 1]->mutable_data_ptr<float>(), false);
   }
   return Status();
 }

@@ -63,8 +63,9 @@ std::string name_of(const RnnParams& p) {
   std::string cell = p.cell == RnnCell::Lstm ? "LSTM" : p.linear_before_reset ? "GRUlbr" : "GRU";
   return cell + " " + dirs[static_cast<int>(p.direction)] + " layout" + std::to_string(p.layout) +
          " T" + std::to_string(p.seq) + " N" + std::to_string(p.batch) + " I" +
-         std::to_string(p.input) + " H" + std::to_string(p.hidden) + " bias:" +
-         given[static_cast<int>(p.bias)] + " init:" + given[static_cast<int>(p.initial)] +
+         std::to_string(p.input) + " H" + std::to_string(p.hidden) +
+         " bias:" + given[static_cast<int>(p.bias)] +
+         " init:" + given[static_cast<int>(p.initial)] +
          " outputs:" + std::to_string(p.num_outputs);
 }
 
@@ -88,11 +89,9 @@ struct Layer {
     add(random_tensor({dirs, 2 * gates * p.hidden}, seed + 3), p.bias != Given::Absent,
         p.bias == Given::Constant);
     add(OwnedTensor::zeros(ScalarType::Int64, {p.batch}), false, false);
-    add(random_tensor(state, seed + 4), p.initial != Given::Absent,
-        p.initial == Given::Constant);
+    add(random_tensor(state, seed + 4), p.initial != Given::Absent, p.initial == Given::Constant);
     if (p.cell == RnnCell::Lstm) {
-      add(random_tensor(state, seed + 5), p.initial != Given::Absent,
-          p.initial == Given::Constant);
+      add(random_tensor(state, seed + 5), p.initial != Given::Absent, p.initial == Given::Constant);
     }
   }
   void add(OwnedTensor t, bool is_present, bool is_constant) {
@@ -126,9 +125,10 @@ struct Layer {
   /// The reference kernel's outputs Y, Y_h (, Y_c).
   std::vector<OwnedTensor> reference() const {
     kernels::RnnInputs in;
-    const Tensor** slots[] = {&in.x, &in.w, &in.r, &in.b, &in.sequence_lens, &in.initial_h,
-                              &in.initial_c};
-    for (size_t i = 0; i < inputs.size(); ++i) *slots[i] = present[i] ? &inputs[i].tensor() : nullptr;
+    const Tensor** slots[] = {&in.x,         &in.w,        &in.r, &in.b, &in.sequence_lens,
+                              &in.initial_h, &in.initial_c};
+    for (size_t i = 0; i < inputs.size(); ++i)
+      *slots[i] = present[i] ? &inputs[i].tensor() : nullptr;
     kernels::RnnOptions options;
     options.cell = p.cell;
     options.direction = p.direction;
@@ -157,7 +157,8 @@ void check_matches_reference(const RnnParams& p, uint32_t seed) {
   ASSERT_EQ(types.size(), static_cast<size_t>(p.num_outputs));
   std::vector<OwnedTensor> expected = layer.reference();
   std::vector<OwnedTensor> actual;
-  for (const TensorDesc& t : types) actual.push_back(OwnedTensor::zeros(ScalarType::Float32, t.sizes));
+  for (const TensorDesc& t : types)
+    actual.push_back(OwnedTensor::zeros(ScalarType::Float32, t.sizes));
   std::vector<Tensor*> outs;
   for (OwnedTensor& t : actual) outs.push_back(&t.tensor());
   std::vector<const Tensor*> ins;
@@ -178,8 +179,7 @@ struct CellKind {
   RnnCell cell;
   bool linear_before_reset;
 };
-constexpr CellKind kCells[] = {
-    {RnnCell::Lstm, false}, {RnnCell::Gru, false}, {RnnCell::Gru, true}};
+constexpr CellKind kCells[] = {{RnnCell::Lstm, false}, {RnnCell::Gru, false}, {RnnCell::Gru, true}};
 
 TEST(DnnlRnn, MatchesReferenceOverCellsDirectionsAndLayouts) {
   uint32_t seed = 10;
@@ -298,8 +298,7 @@ TEST(DnnlRnn, DeclinesWhatOneDnnDoesNotCompute) {
   }
   {
     OpDesc d = layer.desc();
-    d.attributes.push_back(
-        {"activations", std::vector<std::string>{"Sigmoid", "Relu", "Tanh"}});
+    d.attributes.push_back({"activations", std::vector<std::string>{"Sigmoid", "Relu", "Tanh"}});
     expect_declined(d, Error::NotSupported, "'Relu'");
   }
   {
@@ -310,7 +309,8 @@ TEST(DnnlRnn, DeclinesWhatOneDnnDoesNotCompute) {
   for (size_t input : {1u, 2u}) {
     OpDesc d = layer.desc();
     d.constants[input] = nullptr;
-    expect_declined(d, Error::NotSupported, input == 1 ? "(W) is not constant" : "(R) is not constant");
+    expect_declined(d, Error::NotSupported,
+                    input == 1 ? "(W) is not constant" : "(R) is not constant");
   }
   {
     OpDesc d = layer.desc();
