@@ -150,5 +150,6 @@ Result<std::unique_ptr<CpuOp>> create_layer_norm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_batch_norm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_unary(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_binary(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_rnn(const OpDesc& desc);  ///< LSTM, GRU.
 
 }  // namespace kiln::engine::cpu::dnnl_impl
