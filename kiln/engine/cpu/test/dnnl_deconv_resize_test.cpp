@@ -394,7 +394,9 @@ TEST(DnnlResize, MatchesReferenceWhereverAcceptedAndAcceptsTheCommonCases) {
     Case c = resize_case(attributes, x, &r.scales, nullptr);
     auto op = c.create();
     EXPECT_TRUE(op.ok()) << op.status();
-    if (op.ok()) EXPECT_EQ((*op)->describe().rfind("oneDNN", 0), 0u) << (*op)->describe();
+    if (op.ok()) {
+      EXPECT_EQ((*op)->describe().rfind("oneDNN", 0), 0u) << (*op)->describe();
+    }
   }
 }
 
@@ -479,6 +481,38 @@ TEST(DnnlResize, LeavesUnsupportedCasesToTheReference) {
     ASSERT_FALSE(op.ok());
     EXPECT_EQ(op.status().code(), Error::NotSupported);
     EXPECT_NE(op.status().message().find("differs"), std::string::npos) << op.status();
+  }
+}
+
+// oneDNN's jit resampling stores large outputs with non-temporal stores that need a 64-byte
+// aligned destination; the op must produce the same result at any output address.
+TEST(DnnlResize, LargeOutputsAtUnalignedAddresses) {
+  uint32_t seed = 5000;
+  const std::vector<int64_t> shape = {1, 64, 40, 40}, out_shape = {1, 64, 80, 80};
+  const size_t out_numel = 64 * 80 * 80;
+  for (const std::string mode : {"nearest", "linear"}) {
+    for (size_t offset : {0, 1, 3, 16}) {
+      SCOPED_TRACE(mode + " offset " + std::to_string(offset));
+      OwnedTensor x = random_tensor(shape, seed++);
+      const std::vector<float> scales = {1, 1, 2, 2};
+      Case c = resize_case({str("mode", mode), str("coordinate_transformation_mode", "half_pixel"),
+                            str("nearest_mode", "round_prefer_ceil")},
+                           x, &scales, nullptr);
+      auto op = c.create();
+      ASSERT_TRUE(op.ok()) << op.status();
+      std::vector<float> storage(out_numel + 32, 0.0f);
+      const auto base = reinterpret_cast<uintptr_t>(storage.data());
+      float* at = storage.data() + (64 - base % 64) % 64 / sizeof(float) + offset;
+      Tensor out(ScalarType::Float32, out_shape, at);
+      const Tensor* in[] = {&c.at(0), nullptr, nullptr};
+      Tensor* out_ptr = &out;
+      ASSERT_TRUE((*op)->run(in, runtime::Span<Tensor*>(&out_ptr, 1)).ok());
+      kernels::ResizeOptions options;
+      options.mode = *kernels::parse_resize_mode(mode);
+      options.nearest = kernels::ResizeNearest::RoundPreferCeil;
+      OwnedTensor expected = reference_resize(x, options, &scales, nullptr);
+      expect_near(OwnedTensor::of(out_shape, std::vector<float>(at, at + out_numel)), expected);
+    }
   }
 }
 
