@@ -17,6 +17,8 @@ Factory find_factory(const std::string& op) {
   if (op == "MatMul") return create_matmul;
   if (op == "Gemm") return create_gemm;
   if (op == "Conv") return create_conv;
+  if (op == "ConvTranspose") return create_deconv;
+  if (op == "Resize" || op == "Upsample") return create_resize;
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return create_pool;
   if (op == "Softmax" || op == "LogSoftmax") return create_softmax;
   if (op == "LayerNormalization") return create_layer_norm;

@@ -144,6 +144,8 @@ dnnl::primitive_attr base_attr();
 Result<std::unique_ptr<CpuOp>> create_matmul(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_gemm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_conv(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_layer_norm(const OpDesc& desc);

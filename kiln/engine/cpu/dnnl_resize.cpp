@@ -1,0 +1,295 @@
+// Resize and Upsample on oneDNN's resampling primitive, for the cases where oneDNN's index
+// mapping is ONNX's: 4-D NCHW f32 scaling H and W only, mode nearest or linear (bilinear),
+// scales or sizes constant. oneDNN maps output o of an axis to (o + 0.5) * in / out - 0.5
+// (nearest: rounded half away from zero), ONNX to its coordinate_transformation_mode with the
+// given scale and rounds per nearest_mode; the two agree for some combinations and shapes
+// only (asymmetric + floor with integer upscales, half_pixel linear when the scale is out /
+// in, ...). Rather than trust a table, `create` proves it for the op's own shapes: it runs
+// the primitive once on a probe image and compares it with the reference kernel
+// (kernels::resize) on the same image, exactly for nearest, within float rounding for linear;
+// any difference gives NotSupported, so the reference kernel runs the node.
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/kernels/image_ops.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+namespace {
+
+using dnnl::memory;
+
+/// The resampling primitive over caller tensors. oneDNN 2.6's jit resampling writes its
+/// result with non-temporal stores that fault unless the destination is 64-byte aligned, so
+/// an output at another address is written into an aligned buffer the op holds and copied.
+class ResampleOp final : public DnnlOp {
+ public:
+  ResampleOp(const OpDesc& desc, const dnnl::resampling_forward::primitive_desc& pd,
+             std::vector<int64_t> output_sizes)
+      : primitive_(pd) {
+    op_ = desc.op;
+    num_threads_ = desc.num_threads;
+    num_inputs_ = desc.inputs.size();
+    outputs_ = {TensorDesc{runtime::ScalarType::Float32, std::move(output_sizes)}};
+    describe_ = describe_pd(pd) + " resampling";
+    hold_scratchpad(pd);
+    args_[DNNL_ARG_SRC] = wrap(pd.src_desc(), nullptr);
+    args_[DNNL_ARG_DST] = wrap(pd.dst_desc(), nullptr);
+    aligned_dst_ = memory(pd.dst_desc(), cpu_engine());
+  }
+
+  Status run(runtime::Span<const runtime::Tensor*> inputs,
+             runtime::Span<runtime::Tensor*> outputs) override {
+    KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
+    if (inputs[0] == nullptr) {
+      return Status(Error::InvalidArgument, "run op '" + op_ + "' (oneDNN): input 0 is null");
+    }
+    point(args_[DNNL_ARG_SRC], inputs[0]->data());
+    void* out = outputs[0]->mutable_data();
+    const bool aligned = reinterpret_cast<uintptr_t>(out) % 64 == 0;
+    point(args_[DNNL_ARG_DST], aligned ? out : aligned_dst_.get_data_handle());
+    KILN_RETURN_IF_ERROR(execute(primitive_, args_));
+    if (!aligned) std::memcpy(out, aligned_dst_.get_data_handle(), outputs[0]->nbytes());
+    return Status();
+  }
+
+ private:
+  dnnl::resampling_forward primitive_;
+  memory aligned_dst_;
+};
+
+/// Input `index`'s constant values as doubles (f32 or f64) or integers (i64, i32); `name`
+/// names it in errors. Absent or empty: nullopt.
+template <typename T>
+Result<std::optional<std::vector<T>>> constant_list(const OpDesc& desc, size_t index,
+                                                    const std::string& name) {
+  if (!input_present(desc, index)) return std::optional<std::vector<T>>();
+  const runtime::Tensor* t = input_constant(desc, index);
+  if (t == nullptr) {
+    return error(desc, Error::NotSupported,
+                 "input " + std::to_string(index) + " (" + name + ") is not constant");
+  }
+  std::vector<T> values(static_cast<size_t>(t->numel()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (t->dtype()) {
+      case runtime::ScalarType::Float32: values[i] = static_cast<T>(t->data_ptr<float>()[i]); break;
+      case runtime::ScalarType::Float64: values[i] = static_cast<T>(t->data_ptr<double>()[i]); break;
+      case runtime::ScalarType::Int64: values[i] = static_cast<T>(t->data_ptr<int64_t>()[i]); break;
+      case runtime::ScalarType::Int32: values[i] = static_cast<T>(t->data_ptr<int32_t>()[i]); break;
+      default:
+        return error(desc, Error::NotSupported,
+                     "input " + std::to_string(index) + " (" + name + ") has dtype " +
+                         std::string(runtime::to_string(t->dtype())));
+    }
+  }
+  if (values.empty()) return std::optional<std::vector<T>>();
+  return std::optional<std::vector<T>>(std::move(values));
+}
+
+/// The ONNX options of a Resize or Upsample node, and its scales or sizes.
+struct ResizeSpec {
+  kernels::ResizeOptions options;
+  std::optional<std::vector<double>> scales;
+  std::optional<std::vector<int64_t>> sizes;
+};
+
+Result<ResizeSpec> read_upsample(const OpDesc& desc) {
+  Attrs attrs(desc);
+  ResizeSpec spec;
+  KILN_ASSIGN_OR_RETURN(std::string mode, attrs.get_string("mode", "nearest"));
+  if (mode == "nearest") {
+    spec.options.mode = kernels::ResizeMode::Nearest;
+  } else if (mode == "linear" || mode == "bilinear") {
+    spec.options.mode = kernels::ResizeMode::Linear;
+  } else {
+    return error(desc, Error::NotSupported, "attribute 'mode' is '" + mode + "'");
+  }
+  spec.options.coordinates = kernels::ResizeCoordinates::Asymmetric;
+  spec.options.nearest = kernels::ResizeNearest::Simple;
+  if (desc.inputs.size() >= 2) {
+    KILN_ASSIGN_OR_RETURN(spec.scales, constant_list<double>(desc, 1, "scales"));
+  } else {
+    for (const ir::Attribute& attribute : desc.attributes) {
+      if (attribute.name != "scales") continue;
+      if (const auto* v = std::get_if<std::vector<double>>(&attribute.value)) spec.scales = *v;
+    }
+  }
+  if (!spec.scales) return error(desc, Error::InvalidArgument, "has no scales");
+  return spec;
+}
+
+Result<ResizeSpec> read_resize(const OpDesc& desc) {
+  Attrs attrs(desc);
+  ResizeSpec spec;
+  kernels::ResizeOptions& o = spec.options;
+  KILN_ASSIGN_OR_RETURN(std::string mode, attrs.get_string("mode", "nearest"));
+  KILN_ASSIGN_OR_RETURN(std::string coordinates,
+                        attrs.get_string("coordinate_transformation_mode", "half_pixel"));
+  KILN_ASSIGN_OR_RETURN(std::string nearest, attrs.get_string("nearest_mode", "round_prefer_floor"));
+  KILN_ASSIGN_OR_RETURN(std::string aspect, attrs.get_string("keep_aspect_ratio_policy", "stretch"));
+  KILN_ASSIGN_OR_RETURN(int64_t antialias, attrs.get_int("antialias", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t exclude_outside, attrs.get_int("exclude_outside", 0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, attrs.get_ints("axes"));
+  auto parsed_mode = kernels::parse_resize_mode(mode);
+  auto parsed_coordinates = kernels::parse_resize_coordinates(coordinates);
+  auto parsed_nearest = kernels::parse_resize_nearest(nearest);
+  auto parsed_aspect = kernels::parse_resize_aspect(aspect);
+  for (const Status& s : {parsed_mode.status(), parsed_coordinates.status(),
+                          parsed_nearest.status(), parsed_aspect.status()}) {
+    if (!s.ok()) return error(desc, s.code(), s.message());
+  }
+  o.mode = *parsed_mode;
+  o.coordinates = *parsed_coordinates;
+  o.nearest = *parsed_nearest;
+  o.aspect = *parsed_aspect;
+  if (o.mode == kernels::ResizeMode::Cubic) {
+    return error(desc, Error::NotSupported, "attribute 'mode' is 'cubic'");
+  }
+  if (o.coordinates == kernels::ResizeCoordinates::TfCropAndResize) {
+    return error(desc, Error::NotSupported,
+                 "attribute 'coordinate_transformation_mode' is 'tf_crop_and_resize'");
+  }
+  if (antialias != 0) return error(desc, Error::NotSupported, "attribute 'antialias' is set");
+  if (exclude_outside != 0) {
+    return error(desc, Error::NotSupported, "attribute 'exclude_outside' is set");
+  }
+  if (!axes.empty()) return error(desc, Error::NotSupported, "attribute 'axes' is set");
+  if (desc.inputs.size() == 2) {
+    // Opset 10: (X, scales), asymmetric coordinates and Upsample's nearest rounding.
+    o.coordinates = kernels::ResizeCoordinates::Asymmetric;
+    o.nearest = kernels::ResizeNearest::Simple;
+    KILN_ASSIGN_OR_RETURN(spec.scales, constant_list<double>(desc, 1, "scales"));
+  } else {
+    KILN_ASSIGN_OR_RETURN(spec.scales, constant_list<double>(desc, 2, "scales"));
+    KILN_ASSIGN_OR_RETURN(spec.sizes, constant_list<int64_t>(desc, 3, "sizes"));
+  }
+  if (spec.scales.has_value() == spec.sizes.has_value()) {
+    return error(desc, Error::InvalidArgument,
+                 std::string(spec.scales ? "both" : "neither") +
+                     " of scales and sizes are given (expected exactly one)");
+  }
+  return spec;
+}
+
+/// The probe image: distinct exact values (the flat spatial index) for nearest, so equality
+/// proves the same source index; a scrambled pattern in [0, 1) for linear, so a different
+/// coordinate shows as a different value.
+float probe_value(kernels::ResizeMode mode, int64_t index) {
+  if (mode == kernels::ResizeMode::Nearest) return static_cast<float>(index);
+  const auto hash = static_cast<uint32_t>(static_cast<uint64_t>(index) * 2654435761u);
+  return static_cast<float>(hash >> 8) / static_cast<float>(1 << 24);
+}
+
+/// Runs `op` on the probe image and compares every output plane with the reference kernel's
+/// result on one plane. Ok when they agree; NotSupported naming the first difference.
+Status prove_against_reference(const OpDesc& desc, CpuOp& op, const kernels::ResizePlan& plan,
+                               const kernels::ResizeOptions& options) {
+  const std::vector<int64_t>& x = desc.inputs[0].sizes;
+  const int64_t planes = x[0] * x[1], in_plane = x[2] * x[3];
+  const int64_t out_plane = plan.sizes[2] * plan.sizes[3];
+  std::vector<float> src(static_cast<size_t>(planes * in_plane));
+  for (int64_t i = 0; i < in_plane; ++i) {
+    const float v = probe_value(options.mode, i);
+    for (int64_t p = 0; p < planes; ++p) src[static_cast<size_t>(p * in_plane + i)] = v;
+  }
+  // One float more than the output, used at an offset of 1: the probe writes to an unaligned
+  // address, so it also proves the copy through the aligned buffer.
+  std::vector<float> dst_storage(static_cast<size_t>(planes * out_plane + 16));
+  float* dst = dst_storage.data() + ((reinterpret_cast<uintptr_t>(dst_storage.data()) % 64) == 0 ? 1 : 0);
+  std::vector<float> expected(static_cast<size_t>(out_plane));
+  runtime::Tensor src_t(runtime::ScalarType::Float32, x, src.data());
+  runtime::Tensor dst_t(runtime::ScalarType::Float32, plan.sizes, dst);
+  runtime::Tensor plane_t(runtime::ScalarType::Float32, {1, 1, x[2], x[3]}, src.data());
+  runtime::Tensor expected_t(runtime::ScalarType::Float32, {1, 1, plan.sizes[2], plan.sizes[3]},
+                             expected.data());
+  kernels::ResizePlan plane_plan = plan;
+  plane_plan.sizes[0] = plane_plan.sizes[1] = 1;
+  KILN_RETURN_IF_ERROR(kernels::resize(plane_t, plane_plan, options, expected_t));
+  std::vector<const runtime::Tensor*> inputs(desc.inputs.size(), nullptr);
+  inputs[0] = &src_t;
+  runtime::Tensor* outputs[] = {&dst_t};
+  KILN_RETURN_IF_ERROR(op.run(inputs, runtime::Span<runtime::Tensor*>(outputs, 1)));
+  const bool exact = options.mode == kernels::ResizeMode::Nearest;
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t i = 0; i < out_plane; ++i) {
+      const float a = dst[static_cast<size_t>(p * out_plane + i)];
+      const float e = expected[static_cast<size_t>(i)];
+      if (exact ? a != e : !(std::fabs(a - e) <= 1e-5f)) {
+        return error(desc, Error::NotSupported,
+                     "oneDNN's resampling differs from ONNX's for this mode and scale: output " +
+                         std::to_string(i / plan.sizes[3]) + "," + std::to_string(i % plan.sizes[3]) +
+                         " reads " + std::to_string(a) + " (expected " + std::to_string(e) + ")");
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
+  if (desc.inputs.empty() || desc.inputs.size() > 4) {
+    return error(desc, Error::InvalidArgument,
+                 "has " + std::to_string(desc.inputs.size()) + " inputs (expected 1..4)");
+  }
+  if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  if (desc.num_outputs != 1) {
+    return error(desc, Error::NotSupported,
+                 "asks for " + std::to_string(desc.num_outputs) + " outputs (expected 1)");
+  }
+  if (desc.inputs[0].dtype != runtime::ScalarType::Float32) {
+    return error(desc, Error::NotSupported,
+                 "input 0 has dtype " + std::string(runtime::to_string(desc.inputs[0].dtype)) +
+                     " (expected f32)");
+  }
+  if (input_constant(desc, 0) != nullptr) {
+    return error(desc, Error::NotSupported, "input 0 (X) is constant (expected a run-time input)");
+  }
+  const std::vector<int64_t>& x = desc.inputs[0].sizes;
+  if (x.size() != 4) {
+    return error(desc, Error::NotSupported,
+                 "input 0 has rank " + std::to_string(x.size()) + " (expected 4: NCHW)");
+  }
+  KILN_ASSIGN_OR_RETURN(ResizeSpec spec,
+                        desc.op == "Upsample" ? read_upsample(desc) : read_resize(desc));
+  auto plan = kernels::resize_plan(x, nullptr, spec.scales ? &*spec.scales : nullptr,
+                                   spec.sizes ? &*spec.sizes : nullptr, spec.options);
+  if (!plan.ok()) return error(desc, plan.error(), plan.status().message());
+  if (plan->sizes[0] != x[0] || plan->sizes[1] != x[1] || plan->scales[0] != 1.0 ||
+      plan->scales[1] != 1.0) {
+    return error(desc, Error::NotSupported,
+                 "scales N or C (output " + runtime::shape_to_string(plan->sizes) +
+                     " for input " + runtime::shape_to_string(x) + "; expected H and W only)");
+  }
+  for (size_t d = 0; d < 4; ++d) {
+    if (x[d] == 0 || plan->sizes[d] == 0) {
+      return error(desc, Error::NotSupported,
+                   "input " + runtime::shape_to_string(x) + " or output " +
+                       runtime::shape_to_string(plan->sizes) + " is empty");
+    }
+  }
+  if (x[2] * x[3] >= (int64_t{1} << 24)) {
+    return error(desc, Error::NotSupported,
+                 "input plane " + std::to_string(x[2]) + "x" + std::to_string(x[3]) +
+                     " is too large to prove the index mapping (expected < 2^24 elements)");
+  }
+  memory::desc x_md = plain_md(x);
+  memory::desc y_md = plain_md(plan->sizes);
+  const auto alg = spec.options.mode == kernels::ResizeMode::Nearest
+                       ? dnnl::algorithm::resampling_nearest
+                       : dnnl::algorithm::resampling_linear;
+  dnnl::resampling_forward::desc resampling_desc(dnnl::prop_kind::forward_inference, alg, x_md,
+                                                 y_md);
+  dnnl::resampling_forward::primitive_desc pd(resampling_desc, base_attr(), cpu_engine());
+  auto op = std::make_unique<ResampleOp>(desc, pd, plan->sizes);
+  KILN_RETURN_IF_ERROR(prove_against_reference(desc, *op, *plan, spec.options));
+  return std::unique_ptr<CpuOp>(std::move(op));
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl
