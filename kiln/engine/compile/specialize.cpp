@@ -311,6 +311,17 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
     if (constants[i] == nullptr && v >= 0 && slot(v).kind == Slot::Kind::Constant) {
       constants[i] = &slot(v).tensor();
     }
+    // The layout the value's producer computes it in, so the op can offer to read it so.
+    std::string layout;
+    if (options_.propagate_layouts && v >= 0 && constants[i] == nullptr) {
+      for (const Step& made_by : impl_->steps) {
+        if (made_by.cpu_op == nullptr || made_by.outputs.empty() || made_by.outputs[0] != v) {
+          continue;
+        }
+        if (auto native = made_by.cpu_op->native_output_layout(0)) layout = native->id;
+      }
+    }
+    desc.input_layouts.push_back(std::move(layout));
     // A model weight's content hash (verified when the package was read) names it for the
     // packed-constant store, which then need not hash the bytes again.
     int weight = v >= 0 ? graph_.values[static_cast<size_t>(v)].weight : -1;

@@ -17,6 +17,7 @@ Factory find_factory(const std::string& op) {
   if (op == "MatMul") return create_matmul;
   if (op == "Gemm") return create_gemm;
   if (op == "Conv") return create_conv;
+  if (op == "Concat") return create_concat;
   if (op == "ConvTranspose") return create_deconv;
   if (op == "Resize" || op == "Upsample") return create_resize;
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return create_pool;

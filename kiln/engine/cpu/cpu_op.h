@@ -78,6 +78,11 @@ struct OpDesc {
   /// for this op only (the caller's OpenMP setting is restored after each call).
   int num_threads = 0;
   ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
+  /// Same length as `inputs`, or empty: a non-empty entry is the native layout
+  /// (`CpuOp::NativeLayout::id`) the input's producer computes it in. An op that can read that
+  /// layout reports it as its `native_input_layout`, so layout propagation can hand the value
+  /// over without converting it; the op still accepts the plain tensor until told otherwise.
+  std::vector<std::string> input_layouts;
   /// Where constant weights are packed (shared with other ops, or adopted from a compiled
   /// artifact); must outlive the op. Null: the op packs into storage of its own.
   PackedConstants* packed = nullptr;

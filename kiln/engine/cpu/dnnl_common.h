@@ -147,6 +147,7 @@ Result<std::unique_ptr<CpuOp>> create_conv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_layer_norm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_batch_norm(const OpDesc& desc);

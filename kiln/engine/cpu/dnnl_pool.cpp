@@ -1,7 +1,8 @@
 // MaxPool, AveragePool (2-D, pooling_v2: pads, dilations, count_include_pad, ceil_mode) and
-// GlobalAveragePool (a mean reduction) on plain NCHW tensors.
+// GlobalAveragePool (a mean reduction), on plain NCHW tensors or in the layout of the input's
+// producer (see OpDesc::input_layouts).
 
-#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/dnnl_staged.h>
 #include <kiln/kernels/nn_conv_ops.h>
 
 namespace kiln::engine::cpu::dnnl_impl {
@@ -15,10 +16,13 @@ Result<std::unique_ptr<CpuOp>> create_global_average_pool(const OpDesc& desc) {
   auto shape = kernels::global_pool_shape(x);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
   memory::desc x_md = plain_md(x), y_md = plain_md(*shape);
-  dnnl::reduction::desc reduction_desc(dnnl::algorithm::reduction_mean, x_md, y_md, 0.0f, 0.0f);
+  // Reads its producer's layout when it has one (e.g. a Conv's blocked output).
+  memory::desc x_want = input_layout_hint(desc, 0, x_md.dims()).value_or(x_md);
+  dnnl::reduction::desc reduction_desc(dnnl::algorithm::reduction_mean, x_want, y_md, 0.0f, 0.0f);
   dnnl::reduction::primitive_desc pd(reduction_desc, base_attr(), cpu_engine());
-  auto op = std::make_unique<SimpleOp>(desc, dnnl::reduction(pd), pd, *shape, y_md);
-  op->bind_input(desc, 0, DNNL_ARG_SRC, x_md);
+  auto op = std::make_unique<StagedOp>(desc, dnnl::reduction(pd), pd, *shape);
+  op->bind_input(0, DNNL_ARG_SRC, x_md, pd.src_desc());
+  op->bind_output(DNNL_ARG_DST, y_md, pd.dst_desc());
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 
@@ -27,6 +31,9 @@ Result<std::unique_ptr<CpuOp>> create_global_average_pool(const OpDesc& desc) {
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc) {
   KILN_RETURN_IF_ERROR(check_inputs(desc, 1, 1));
   if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  if (input_constant(desc, 0) != nullptr) {
+    return error(desc, Error::NotSupported, "input 0 is a constant (expected it folded)");
+  }
   if (desc.op == "GlobalAveragePool") return create_global_average_pool(desc);
   bool max = desc.op == "MaxPool";
   Attrs attrs(desc);
@@ -60,9 +67,8 @@ Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc) {
   for (size_t i = 0; i < 2; ++i) {
     int64_t stride = options.strides.empty() ? 1 : options.strides[i];
     int64_t dilation = options.dilations.empty() ? 1 : options.dilations[i];
-    int64_t begin = options.pads.empty() || options.auto_pad == kernels::AutoPad::Valid
-                        ? 0
-                        : options.pads[i];
+    int64_t begin =
+        options.pads.empty() || options.auto_pad == kernels::AutoPad::Valid ? 0 : options.pads[i];
     int64_t declared_end = options.pads.empty() || options.auto_pad == kernels::AutoPad::Valid
                                ? 0
                                : options.pads[2 + i];
@@ -83,11 +89,18 @@ Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc) {
                  : (options.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                               : dnnl::algorithm::pooling_avg_exclude_padding);
   memory::desc x_md = plain_md(x), y_md = plain_md(*shape);
-  dnnl::pooling_v2_forward::desc pool_desc(dnnl::prop_kind::forward_inference, alg, x_md, y_md,
+  // With a producer in a layout of its own, pool in that layout (the result in the matching
+  // layout oneDNN picks), so Conv → Pool → Conv chains stay native.
+  std::optional<memory::desc> hint = input_layout_hint(desc, 0, x_md.dims());
+  memory::desc x_want = hint.value_or(x_md);
+  memory::desc y_want =
+      hint ? memory::desc(y_md.dims(), memory::data_type::f32, memory::format_tag::any) : y_md;
+  dnnl::pooling_v2_forward::desc pool_desc(dnnl::prop_kind::forward_inference, alg, x_want, y_want,
                                            strides, kernel, dilations, pad_begin, pad_end);
   dnnl::pooling_v2_forward::primitive_desc pd(pool_desc, base_attr(), cpu_engine());
-  auto op = std::make_unique<SimpleOp>(desc, dnnl::pooling_v2_forward(pd), pd, *shape, y_md);
-  op->bind_input(desc, 0, DNNL_ARG_SRC, x_md);
+  auto op = std::make_unique<StagedOp>(desc, dnnl::pooling_v2_forward(pd), pd, *shape);
+  op->bind_input(0, DNNL_ARG_SRC, x_md, pd.src_desc());
+  op->bind_output(DNNL_ARG_DST, y_md, pd.dst_desc());
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 

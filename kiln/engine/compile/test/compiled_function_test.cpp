@@ -84,6 +84,52 @@ TEST(Specialize, NativeLayoutsBetweenConvsGiveTheSameResults) {
   expect_close(a[0].tensor, b[0].tensor);
 }
 
+/// x → Conv → MaxPool → (Conv a, Conv b) → Concat → GlobalAveragePool → y: pooling and Concat
+/// between Convs.
+ir::Model conv_pool_concat_model() {
+  ModelBuilder b(7);
+  int x = b.input("x", {1, 16, 12, 12});
+  std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
+  int w1 = b.weight("w1", {32, 16, 3, 3}, 0.2f), w2 = b.weight("w2", {16, 32, 3, 3}, 0.2f);
+  int w3 = b.weight("w3", {16, 32, 3, 3}, 0.2f);
+  int c1 = b.value("c1", {1, 32, 12, 12}), p1 = b.value("p1", {1, 32, 6, 6});
+  int c2 = b.value("c2", {1, 16, 6, 6}), c3 = b.value("c3", {1, 16, 6, 6});
+  int cat = b.value("cat", {1, 32, 6, 6}), y = b.value("y", {1, 32, 1, 1});
+  b.node("Conv", {x, w1}, {c1}, conv);
+  b.node("MaxPool", {c1}, {p1}, {ints("kernel_shape", {2, 2}), ints("strides", {2, 2})});
+  b.node("Conv", {p1, w2}, {c2}, conv);
+  b.node("Conv", {p1, w3}, {c3}, conv);
+  b.node("Concat", {c2, c3}, {cat}, {int_attr("axis", 1)});
+  b.node("GlobalAveragePool", {cat}, {y});
+  b.output(y);
+  return b.build();
+}
+
+TEST(Specialize, PoolingAndConcatKeepNativeLayouts) {
+  ir::Model model = conv_pool_concat_model();
+  CompileOptions plain;
+  plain.propagate_layouts = false;
+  auto native = check_against_reference(model, {{1, 16, 12, 12}}, CompileOptions{});
+  auto converted = check_against_reference(model, {{1, 16, 12, 12}}, plain);
+  ASSERT_NE(native, nullptr);
+  ASSERT_NE(converted, nullptr);
+  const auto& steps = native->placement();
+  ASSERT_EQ(steps.size(), 6u);
+  for (const auto& step : steps) EXPECT_EQ(step.device, "cpu:onednn") << step.node;
+  if (steps[0].detail.find("dst:abcd") == std::string::npos) {
+    // Every value but the output is handed over in the Convs' layout.
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_NE(steps[i].detail.find("native layout"), std::string::npos) << steps[i].detail;
+    }
+  }
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {1, 16, 12, 12}, 23));
+  auto a = output_buffers(*native), b = output_buffers(*converted);
+  ASSERT_TRUE(run(*native, inputs, a).ok());
+  ASSERT_TRUE(run(*converted, inputs, b).ok());
+  expect_close(a[0].tensor, b[0].tensor);
+}
+
 TEST(Specialize, MatMulBiasGeluFuses) {
   ModelBuilder b(4);
   int x = b.input("x", {ir::Dim::symbol("batch"), 16});

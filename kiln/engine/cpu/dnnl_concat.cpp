@@ -1,0 +1,72 @@
+// Concat of f32 tensors on oneDNN's concat primitive: each input in its producer's layout when
+// it has one (OpDesc::input_layouts), the result in the layout oneDNN picks for them, so a
+// Concat between Convs (SqueezeNet's fire modules) does not convert to plain and back.
+
+#include <kiln/engine/cpu/dnnl_staged.h>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
+  if (desc.inputs.empty()) return error(desc, Error::InvalidArgument, "has no inputs");
+  KILN_RETURN_IF_ERROR(check_inputs(desc, 1, desc.inputs.size()));
+  if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  Attrs attrs(desc);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.get_int("axis", 0));
+  const std::vector<int64_t>& first = desc.inputs[0].sizes;
+  auto rank = static_cast<int64_t>(first.size());
+  if (rank == 0) return error(desc, Error::NotSupported, "inputs are scalars");
+  if (axis < -rank || axis >= rank) {
+    return error(desc, Error::InvalidArgument,
+                 "attribute 'axis' is " + std::to_string(axis) + " (expected in [" +
+                     std::to_string(-rank) + ", " + std::to_string(rank - 1) + "])");
+  }
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> out = first;
+  out[static_cast<size_t>(axis)] = 0;
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    if (!input_present(desc, i)) {
+      return error(desc, Error::InvalidArgument, "input " + std::to_string(i) + " is absent");
+    }
+    if (input_constant(desc, i) != nullptr) {
+      return error(desc, Error::NotSupported,
+                   "input " + std::to_string(i) + " is a constant (the reference kernel takes it)");
+    }
+    const std::vector<int64_t>& s = desc.inputs[i].sizes;
+    bool fits = s.size() == first.size();
+    for (size_t d = 0; fits && d < s.size(); ++d) {
+      fits = d == static_cast<size_t>(axis) || s[d] == first[d];
+    }
+    if (!fits) {
+      return error(desc, Error::InvalidArgument,
+                   "input " + std::to_string(i) + " has shape " + runtime::shape_to_string(s) +
+                       " (expected " + runtime::shape_to_string(first) + " but along axis " +
+                       std::to_string(axis) + ")");
+    }
+    if (s[static_cast<size_t>(axis)] == 0) {
+      return error(desc, Error::NotSupported, "input " + std::to_string(i) + " is empty");
+    }
+    out[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
+  }
+  std::vector<dnnl::memory::desc> plain, want;
+  bool any_hint = false;
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    plain.push_back(plain_md(desc.inputs[i].sizes));
+    auto hint = input_layout_hint(desc, i, plain.back().dims());
+    any_hint = any_hint || hint.has_value();
+    want.push_back(hint.value_or(plain.back()));
+  }
+  dnnl::memory::desc y_md = plain_md(out);
+  dnnl::memory::desc y_want = any_hint
+                                  ? dnnl::memory::desc(y_md.dims(), dnnl::memory::data_type::f32,
+                                                       dnnl::memory::format_tag::any)
+                                  : y_md;
+  dnnl::concat::primitive_desc pd(y_want, static_cast<int>(axis), want, cpu_engine(), base_attr());
+  auto op = std::make_unique<StagedOp>(desc, dnnl::concat(pd), pd, out);
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    op->bind_input(i, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), plain[i], want[i]);
+  }
+  op->bind_output(DNNL_ARG_DST, y_md, pd.dst_desc());
+  return std::unique_ptr<CpuOp>(std::move(op));
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl

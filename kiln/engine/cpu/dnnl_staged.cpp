@@ -1,0 +1,185 @@
+#include <kiln/engine/cpu/dnnl_staged.h>
+
+#include <cstring>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+namespace {
+
+CpuOp::NativeLayout native(const dnnl::memory::desc& md) {
+  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
+}
+
+// Reads the fields `layout_bytes` writes, in order.
+class FieldReader {
+ public:
+  explicit FieldReader(const std::string& bytes) : bytes_(bytes) {}
+  template <typename T>
+  bool get(T& value) {
+    if (bytes_.size() - at_ < sizeof(T)) return false;
+    std::memcpy(&value, bytes_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return true;
+  }
+  bool done() const { return at_ == bytes_.size(); }
+
+ private:
+  const std::string& bytes_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::optional<dnnl::memory::desc> layout_from_bytes(const std::string& bytes,
+                                                    const dnnl::memory::dims& dims) {
+  if (bytes.empty()) return std::nullopt;
+  dnnl_memory_desc_t d;
+  std::memset(&d, 0, sizeof d);
+  FieldReader r(bytes);
+  if (!r.get(d.ndims) || d.ndims != static_cast<int>(dims.size()) || d.ndims > DNNL_MAX_NDIMS) {
+    return std::nullopt;
+  }
+  auto get_dims = [&](dnnl_dims_t& out) {
+    for (int i = 0; i < d.ndims; ++i) {
+      if (!r.get(out[i])) return false;
+    }
+    return true;
+  };
+  int32_t data_type = 0;
+  if (!get_dims(d.dims) || !r.get(data_type) || !get_dims(d.padded_dims) ||
+      !get_dims(d.padded_offsets) || !r.get(d.offset0)) {
+    return std::nullopt;
+  }
+  d.data_type = static_cast<dnnl_data_type_t>(data_type);
+  d.format_kind = dnnl_blocked;
+  dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  if (!get_dims(b.strides) || !r.get(b.inner_nblks) || b.inner_nblks < 0 ||
+      b.inner_nblks > DNNL_MAX_NDIMS) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    if (!r.get(b.inner_blks[i])) return std::nullopt;
+  }
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    if (!r.get(b.inner_idxs[i])) return std::nullopt;
+  }
+  if (!r.get(d.extra.flags) || !r.get(d.extra.compensation_mask) || !r.get(d.extra.scale_adjust) ||
+      !r.get(d.extra.asymm_compensation_mask) || !r.done()) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < d.ndims; ++i) {
+    if (d.dims[i] != dims[static_cast<size_t>(i)]) return std::nullopt;
+  }
+  dnnl::memory::desc md(d);
+  // Round trip: the descriptor must encode to the same bytes (so it is the one described).
+  if (layout_bytes(md) != bytes) return std::nullopt;
+  return md;
+}
+
+std::optional<dnnl::memory::desc> input_layout_hint(const OpDesc& desc, size_t index,
+                                                    const dnnl::memory::dims& dims) {
+  if (index >= desc.input_layouts.size()) return std::nullopt;
+  return layout_from_bytes(desc.input_layouts[index], dims);
+}
+
+StagedOp::StagedOp(const OpDesc& desc, dnnl::primitive primitive,
+                   const dnnl::primitive_desc_base& pd, std::vector<int64_t> output_sizes)
+    : primitive_(std::move(primitive)) {
+  op_ = desc.op;
+  num_threads_ = desc.num_threads;
+  num_inputs_ = desc.inputs.size();
+  outputs_ = {TensorDesc{runtime::ScalarType::Float32, std::move(output_sizes)}};
+  describe_ = describe_pd(pd);
+  hold_scratchpad(pd);
+}
+
+void StagedOp::bind_input(size_t index, int arg, const dnnl::memory::desc& plain,
+                          const dnnl::memory::desc& want) {
+  Binding b{index, arg, wrap(plain, nullptr), std::nullopt, {}};
+  if (want != plain) {
+    b.internal = dnnl::memory(want, cpu_engine());
+    b.reorder = dnnl::reorder(b.plain, *b.internal);
+    args_[arg] = *b.internal;
+  } else {
+    args_[arg] = b.plain;
+  }
+  describe_ += " in" + std::to_string(index) + ":" + format_of(want);
+  inputs_.push_back(std::move(b));
+}
+
+void StagedOp::bind_output(int arg, const dnnl::memory::desc& plain,
+                           const dnnl::memory::desc& made) {
+  Binding b{0, arg, wrap(plain, nullptr), std::nullopt, {}};
+  if (made != plain) {
+    b.internal = dnnl::memory(made, cpu_engine());
+    b.reorder = dnnl::reorder(*b.internal, b.plain);
+    args_[arg] = *b.internal;
+  } else {
+    args_[arg] = b.plain;
+  }
+  describe_ += " dst:" + format_of(made);
+  output_ = std::move(b);
+}
+
+Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
+                     runtime::Span<runtime::Tensor*> outputs) {
+  KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
+  for (Binding& b : inputs_) {
+    if (inputs[b.index] == nullptr) {
+      return Status(Error::InvalidArgument,
+                    "run op '" + op_ + "' (oneDNN): input " + std::to_string(b.index) + " is null");
+    }
+    if (b.internal) {
+      point(b.plain, inputs[b.index]->data());
+      KILN_RETURN_IF_ERROR(
+          execute(b.reorder, {{DNNL_ARG_FROM, b.plain}, {DNNL_ARG_TO, *b.internal}}));
+    } else {
+      point(args_[b.arg], inputs[b.index]->data());
+    }
+  }
+  if (!output_) return Status(Error::Internal, "run op '" + op_ + "' (oneDNN): no output bound");
+  if (output_->internal) {
+    point(output_->plain, outputs[0]->mutable_data());
+  } else {
+    point(args_[output_->arg], outputs[0]->mutable_data());
+  }
+  KILN_RETURN_IF_ERROR(execute(primitive_, args_));
+  if (output_->internal) {
+    KILN_RETURN_IF_ERROR(execute(
+        output_->reorder, {{DNNL_ARG_FROM, *output_->internal}, {DNNL_ARG_TO, output_->plain}}));
+  }
+  return Status();
+}
+
+std::optional<CpuOp::NativeLayout> StagedOp::native_input_layout(size_t index) const {
+  for (const Binding& b : inputs_) {
+    if (b.index == index && b.internal) return native(b.internal->get_desc());
+  }
+  return std::nullopt;
+}
+
+std::optional<CpuOp::NativeLayout> StagedOp::native_output_layout(size_t index) const {
+  if (index == 0 && output_ && output_->internal) return native(output_->internal->get_desc());
+  return std::nullopt;
+}
+
+Status StagedOp::use_native_input(size_t index) {
+  for (Binding& b : inputs_) {
+    if (b.index != index || !b.internal) continue;
+    b.plain = wrap(b.internal->get_desc(), nullptr);
+    b.internal.reset();
+    args_[b.arg] = b.plain;
+    return Status();
+  }
+  return CpuOp::use_native_input(index);
+}
+
+Status StagedOp::use_native_output(size_t index) {
+  if (index != 0 || !output_ || !output_->internal) return CpuOp::use_native_output(index);
+  output_->plain = wrap(output_->internal->get_desc(), nullptr);
+  output_->internal.reset();
+  args_[output_->arg] = output_->plain;
+  return Status();
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl

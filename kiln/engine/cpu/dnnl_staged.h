@@ -1,0 +1,56 @@
+#pragma once
+
+// An op of one primitive whose inputs and output may be in oneDNN's own layouts: each is
+// converted from or to the caller's plain tensor through a buffer the op holds, unless layout
+// propagation hands it over natively (internal to kiln/engine/cpu).
+
+#include <kiln/engine/cpu/dnnl_common.h>
+
+#include <optional>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+class StagedOp final : public DnnlOp {
+ public:
+  /// Takes `primitive` (built from `pd`) and the output's plain sizes; holds the scratchpad.
+  StagedOp(const OpDesc& desc, dnnl::primitive primitive, const dnnl::primitive_desc_base& pd,
+           std::vector<int64_t> output_sizes);
+
+  /// Input `index` (a run-time tensor in plain layout `plain`) feeds argument `arg`, which the
+  /// primitive reads in layout `want`; a conversion is staged when the two differ.
+  void bind_input(size_t index, int arg, const dnnl::memory::desc& plain,
+                  const dnnl::memory::desc& want);
+  /// The output (plain layout `plain`) is argument `arg`, written in layout `made`.
+  void bind_output(int arg, const dnnl::memory::desc& plain, const dnnl::memory::desc& made);
+
+  Status run(runtime::Span<const runtime::Tensor*> inputs,
+             runtime::Span<runtime::Tensor*> outputs) override;
+  std::optional<NativeLayout> native_input_layout(size_t index) const override;
+  std::optional<NativeLayout> native_output_layout(size_t index) const override;
+  Status use_native_input(size_t index) override;
+  Status use_native_output(size_t index) override;
+
+ private:
+  struct Binding {
+    size_t index = 0;
+    int arg = 0;
+    dnnl::memory plain;                    ///< Re-pointed at the caller's data each run.
+    std::optional<dnnl::memory> internal;  ///< Owned, in the primitive's layout, when staged.
+    dnnl::reorder reorder;
+  };
+  dnnl::primitive primitive_;
+  std::vector<Binding> inputs_;
+  std::optional<Binding> output_;
+};
+
+/// The memory descriptor `layout_bytes` encoded, when `bytes` is one of dims `dims`; nullopt
+/// for anything else (then the op works on plain tensors).
+std::optional<dnnl::memory::desc> layout_from_bytes(const std::string& bytes,
+                                                    const dnnl::memory::dims& dims);
+
+/// `desc.input_layouts[index]` as a descriptor of dims `dims`, or nullopt (absent, plain or
+/// not decodable).
+std::optional<dnnl::memory::desc> input_layout_hint(const OpDesc& desc, size_t index,
+                                                    const dnnl::memory::dims& dims);
+
+}  // namespace kiln::engine::cpu::dnnl_impl
