@@ -1,6 +1,7 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 
 #include <kiln/backends/kiln/manifest.h>
+#include <kiln/backends/kiln/model_loader_factory.h>
 #include <kiln/engine/cache/default_dir.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/loader/model_loader.h>
@@ -170,9 +171,13 @@ Status load_model(KilnDelegate& delegate) {
   engine::compile::CompileOptions compile;
   compile.num_threads = delegate.config.num_threads;
   // TODO(share): share loaded models across delegates when share_multifunction_model is set.
-  engine::cache::ModelCache cache(delegate.config.cache_dir);
-  KILN_ASSIGN_OR_RETURN(delegate.model,
-                        engine::ModelLoader::load(*delegate.package, options, &cache, compile));
+  ModelLoadRequest request{*delegate.package,
+                           delegate.config.compute_unit,
+                           delegate.config.expect_frequent_reshapes,
+                           options,
+                           compile,
+                           delegate.config.cache_dir};
+  KILN_ASSIGN_OR_RETURN(delegate.model, load_through_factory(request));
   count_load(delegate.model->load_report());
   if (delegate.static_shapes) {
     KILN_ASSIGN_OR_RETURN(engine::Session session, delegate.model->bind(delegate.manifest.function,

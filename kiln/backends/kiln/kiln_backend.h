@@ -32,6 +32,8 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 /// - `num_threads` (int 1..1024, default: the cores available): intra-op threads of the
 ///   engine's oneDNN ops. Trade-off: more threads cut latency until they contend with other
 ///   work. Takes effect at init.
+///
+/// `KilnBackendOptions` (`kiln_backend_options.h`) sets them with typed setters.
 inline constexpr std::string_view kComputeUnitKey = "compute_unit";
 inline constexpr std::string_view kExpectFrequentReshapesKey = "expect_frequent_reshapes";
 inline constexpr std::string_view kShareMultifunctionModelKey = "share_multifunction_model";
@@ -66,7 +68,8 @@ KilnLoadCounters kiln_load_counters();
 /// The delegate blob is a JSON manifest (see `manifest.h`) naming a model package stored in the
 /// program's named data and the one function to run. `init` validates the options and the
 /// manifest, opens the package in place (no weight copies; the package bytes stay alive with
-/// the handle), loads it with `engine::ModelLoader` for the options' specialization and, when
+/// the handle), loads it for the options' specialization through the model loader factory
+/// (`model_loader_factory.h`; by default `engine::ModelLoader` with the cache) and, when
 /// the function's inputs are static, binds its session. `execute` checks the arguments' count,
 /// dtype and rank, binds the function to the inputs' shapes on first use of each shape (kept for
 /// later calls), runs it and resizes the outputs through the method.
