@@ -4,7 +4,36 @@
 
 #include <kiln/engine/cpu/dnnl_staged.h>
 
+#include <algorithm>
+
 namespace kiln::engine::cpu::dnnl_impl {
+
+namespace {
+
+// A dense descriptor of `dims` with the dimension order of `like` (a permutation such as nhwc,
+// no inner blocks), or nullopt for a blocked `like`.
+std::optional<dnnl::memory::desc> same_order(const dnnl::memory::desc& like,
+                                             const dnnl::memory::dims& dims) {
+  const dnnl_memory_desc_t& d = like.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 ||
+      d.ndims != static_cast<int>(dims.size())) {
+    return std::nullopt;
+  }
+  std::vector<int> order(dims.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return d.format_desc.blocking.strides[a] > d.format_desc.blocking.strides[b];
+  });
+  dnnl::memory::dims strides(dims.size());
+  int64_t stride = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    strides[static_cast<size_t>(order[k])] = stride;
+    stride *= dims[static_cast<size_t>(order[k])];
+  }
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
   if (desc.inputs.empty()) return error(desc, Error::InvalidArgument, "has no inputs");
@@ -48,13 +77,34 @@ Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
     out[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
   }
   std::vector<dnnl::memory::desc> plain, want;
+  std::vector<std::optional<dnnl::memory::desc>> hints;
   bool any_hint = false;
   for (size_t i = 0; i < desc.inputs.size(); ++i) {
     plain.push_back(plain_md(desc.inputs[i].sizes));
-    auto hint = input_layout_hint(desc, i, plain.back().dims());
-    any_hint = any_hint || hint.has_value();
-    want.push_back(hint.value_or(plain.back()));
+    hints.push_back(input_layout_hint(desc, i, plain.back().dims()));
+    any_hint = any_hint || hints.back().has_value();
   }
+  // Inputs in mixed layouts make oneDNN fall back to its slow reference concat: inputs without
+  // a layout of their own convert into the first hinted one's dimension order (when it is a
+  // permutation, e.g. nhwc), else every input stays plain.
+  const dnnl::memory::desc* like = nullptr;
+  for (const auto& hint : hints) {
+    if (hint && like == nullptr) like = &*hint;
+  }
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    std::optional<dnnl::memory::desc> reordered =
+        like != nullptr ? same_order(*like, plain[i].dims()) : std::nullopt;
+    if (hints[i] && (reordered || std::all_of(hints.begin(), hints.end(),
+                                              [](const auto& h) { return h.has_value(); }))) {
+      want.push_back(*hints[i]);
+    } else {
+      want.push_back(reordered.value_or(plain[i]));
+    }
+  }
+  bool mixed = false;
+  for (const auto& w : want) mixed = mixed || format_of(w) != format_of(want[0]);
+  if (mixed) want = plain;
+  any_hint = any_hint && !mixed;
   dnnl::memory::desc y_md = plain_md(out);
   dnnl::memory::desc y_want = any_hint
                                   ? dnnl::memory::desc(y_md.dims(), dnnl::memory::data_type::f32,

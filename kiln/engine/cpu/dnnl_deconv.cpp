@@ -39,7 +39,8 @@ class DeconvOp final : public DnnlOp {
     KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
     if (inputs[0] == nullptr || (bias_index_ >= 0 && inputs[bias_index_] == nullptr) ||
         (residual_index_ >= 0 && inputs[residual_index_] == nullptr)) {
-      return Status(Error::InvalidArgument, "run op '" + op_ + "' (oneDNN): a required input is null");
+      return Status(Error::InvalidArgument,
+                    "run op '" + op_ + "' (oneDNN): a required input is null");
     }
     std::unordered_map<int, memory>& args = args_;
     if (src_stage_) {
@@ -72,6 +73,31 @@ class DeconvOp final : public DnnlOp {
       KILN_RETURN_IF_ERROR(execute(dst_stage_->reorder, {{DNNL_ARG_FROM, dst_stage_->internal},
                                                          {DNNL_ARG_TO, dst_stage_->plain}}));
     }
+    return Status();
+  }
+
+  // Native layouts (see CpuOp): the source, and the result when no residual is added (the
+  // residual path converts into the internal buffer, which a native result does not have).
+  std::optional<NativeLayout> native_input_layout(size_t index) const override {
+    if (index != 0 || !src_stage_) return std::nullopt;
+    const memory::desc md = src_stage_->internal.get_desc();
+    return NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
+  }
+  std::optional<NativeLayout> native_output_layout(size_t index) const override {
+    if (index != 0 || !dst_stage_ || residual_index_ >= 0) return std::nullopt;
+    const memory::desc md = dst_stage_->internal.get_desc();
+    return NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
+  }
+  Status use_native_input(size_t index) override {
+    if (index != 0 || !src_stage_) return CpuOp::use_native_input(index);
+    args_[DNNL_ARG_SRC] = wrap(src_stage_->internal.get_desc(), nullptr);
+    src_stage_.reset();
+    return Status();
+  }
+  Status use_native_output(size_t index) override {
+    if (!native_output_layout(index)) return CpuOp::use_native_output(index);
+    args_[DNNL_ARG_DST] = wrap(dst_stage_->internal.get_desc(), nullptr);
+    dst_stage_.reset();
     return Status();
   }
 
@@ -112,8 +138,9 @@ Result<std::vector<int64_t>> deconv_geometry(const OpDesc& desc, int64_t& group,
   auto shape = kernels::conv_transpose_shape(x, w, options);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
   if (x.size() != 4) {
-    return error(desc, Error::NotSupported,
-                 "input 0 has rank " + std::to_string(x.size()) + " (expected 4: 2-D ConvTranspose)");
+    return error(
+        desc, Error::NotSupported,
+        "input 0 has rank " + std::to_string(x.size()) + " (expected 4: 2-D ConvTranspose)");
   }
   group = options.group;
   const bool fixed_output = !options.output_shape.empty() ||
@@ -213,9 +240,8 @@ Result<std::unique_ptr<CpuOp>> DeconvOp::create(const OpDesc& desc) {
   const auto alg = dnnl::algorithm::deconvolution_direct;
   const memory::desc w_any = any(w_onnx.dims());
   auto deconv_desc =
-      has_bias ? dnnl::deconvolution_forward::desc(kind, alg, x_md, w_any, b_md, y_md,
-                                                   geo.strides, geo.dilations, geo.pad_begin,
-                                                   geo.pad_end)
+      has_bias ? dnnl::deconvolution_forward::desc(kind, alg, x_md, w_any, b_md, y_md, geo.strides,
+                                                   geo.dilations, geo.pad_begin, geo.pad_end)
                : dnnl::deconvolution_forward::desc(kind, alg, x_md, w_any, y_md, geo.strides,
                                                    geo.dilations, geo.pad_begin, geo.pad_end);
   dnnl::deconvolution_forward::primitive_desc pd(deconv_desc, attr, cpu_engine());
@@ -258,8 +284,6 @@ Result<std::unique_ptr<CpuOp>> DeconvOp::create(const OpDesc& desc) {
 
 }  // namespace
 
-Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc) {
-  return DeconvOp::create(desc);
-}
+Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc) { return DeconvOp::create(desc); }
 
 }  // namespace kiln::engine::cpu::dnnl_impl

@@ -2,7 +2,7 @@
 // broadcasting (binary primitive; oneDNN broadcasts only its second source, so a commutative
 // op swaps its operands when the first one is the broadcast one).
 
-#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/dnnl_staged.h>
 #include <kiln/kernels/broadcast.h>
 
 #include <limits>
@@ -56,9 +56,9 @@ Result<Eltwise> eltwise_of(const OpDesc& desc) {
     KILN_ASSIGN_OR_RETURN(std::string approximate, attrs.get_string("approximate", "none"));
     if (approximate == "none") return Eltwise{algorithm::eltwise_gelu_erf};
     if (approximate == "tanh") return Eltwise{algorithm::eltwise_gelu_tanh};
-    return error(desc, Error::InvalidArgument,
-                 "attribute 'approximate' has value '" + approximate +
-                     "' (expected 'none' or 'tanh')");
+    return error(
+        desc, Error::InvalidArgument,
+        "attribute 'approximate' has value '" + approximate + "' (expected 'none' or 'tanh')");
   }
   // Clip: opset 11+ bounds as (constant) inputs 1 and 2, opset 6 as attributes.
   float lowest = std::numeric_limits<float>::lowest();
@@ -79,12 +79,23 @@ Result<std::unique_ptr<CpuOp>> create_unary(const OpDesc& desc) {
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   int64_t numel = 1;
   for (int64_t size : x) numel *= size;
-  memory::desc md = plain_md(std::vector<int64_t>{numel});
+  if (input_constant(desc, 0) != nullptr) {
+    return error(desc, Error::NotSupported, "input 0 is a constant (expected it folded)");
+  }
+  // Over the flattened tensor, or in its producer's layout when it has one of its own.
+  memory::desc flat = plain_md(std::vector<int64_t>{numel});
+  std::optional<memory::desc> hint =
+      x.empty() ? std::nullopt : input_layout_hint(desc, 0, to_dims(x));
+  // A padded layout (e.g. one channel blocked by 16) sends oneDNN to its reference eltwise.
+  if (hint && hint->get_size() != static_cast<size_t>(numel) * sizeof(float)) hint.reset();
+  memory::desc md = hint.value_or(flat);
+  memory::desc plain = hint ? plain_md(x) : flat;
   dnnl::eltwise_forward::desc eltwise_desc(dnnl::prop_kind::forward_inference, eltwise.alg, md,
                                            eltwise.alpha, eltwise.beta);
   dnnl::eltwise_forward::primitive_desc pd(eltwise_desc, base_attr(), cpu_engine());
-  auto op = std::make_unique<SimpleOp>(desc, dnnl::eltwise_forward(pd), pd, x, md);
-  op->bind_input(desc, 0, DNNL_ARG_SRC, md);
+  auto op = std::make_unique<StagedOp>(desc, dnnl::eltwise_forward(pd), pd, x);
+  op->bind_input(0, DNNL_ARG_SRC, plain, pd.src_desc());
+  op->bind_output(DNNL_ARG_DST, plain, pd.dst_desc());
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 
@@ -113,6 +124,23 @@ Result<std::unique_ptr<CpuOp>> create_binary(const OpDesc& desc) {
   memory::desc src0_md = plain_md(padded(desc.inputs[first].sizes));
   memory::desc src1_md = plain_md(padded(desc.inputs[1 - first].sizes));
   memory::desc dst_md = plain_md(dst);
+  if (src0_md == src1_md && input_constant(desc, 0) == nullptr &&
+      input_constant(desc, 1) == nullptr && desc.inputs[0].sizes == dst) {
+    // Same shapes: work in a producer's layout when either input has one (the other converts
+    // into it unless it arrives in it too), e.g. the sum of two Conv results.
+    auto hint = input_layout_hint(desc, 0, src0_md.dims());
+    if (!hint) hint = input_layout_hint(desc, 1, src0_md.dims());
+    if (hint) {
+      auto alg = desc.op == "Add" ? algorithm::binary_add : algorithm::binary_mul;
+      dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, *hint, *hint, *hint), base_attr(),
+                                      cpu_engine());
+      auto op = std::make_unique<StagedOp>(desc, dnnl::binary(pd), pd, *shape);
+      op->bind_input(0, DNNL_ARG_SRC_0, src0_md, pd.src0_desc());
+      op->bind_input(1, DNNL_ARG_SRC_1, src1_md, pd.src1_desc());
+      op->bind_output(DNNL_ARG_DST, dst_md, pd.dst_desc());
+      return std::unique_ptr<CpuOp>(std::move(op));
+    }
+  }
   auto alg = desc.op == "Add" ? algorithm::binary_add : algorithm::binary_mul;
   dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, src0_md, src1_md, dst_md), base_attr(),
                                   cpu_engine());

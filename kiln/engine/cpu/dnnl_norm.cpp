@@ -1,7 +1,7 @@
 // Softmax, LogSoftmax (one axis), LayerNormalization (the trailing axes from `axis`, as one
 // flattened axis) and BatchNormalization (inference) on plain layouts.
 
-#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/dnnl_staged.h>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -32,7 +32,8 @@ Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc) {
   if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   KILN_ASSIGN_OR_RETURN(int64_t attr_axis, Attrs(desc).get_int("axis", -1));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(desc, attr_axis, std::max<size_t>(1, x.size())));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        normalize_axis(desc, attr_axis, std::max<size_t>(1, x.size())));
   memory::desc md = plain_md(x);
   auto kind = dnnl::prop_kind::forward_inference;
   std::unique_ptr<SimpleOp> op;
@@ -43,8 +44,7 @@ Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc) {
     op = std::make_unique<SimpleOp>(desc, dnnl::logsoftmax_forward(pd), pd, x, md);
   } else {
     dnnl::softmax_forward::primitive_desc pd(
-        dnnl::softmax_forward::desc(kind, md, static_cast<int>(axis)), base_attr(),
-        cpu_engine());
+        dnnl::softmax_forward::desc(kind, md, static_cast<int>(axis)), base_attr(), cpu_engine());
     op = std::make_unique<SimpleOp>(desc, dnnl::softmax_forward(pd), pd, x, md);
   }
   op->bind_input(desc, 0, DNNL_ARG_SRC, md);
@@ -58,7 +58,8 @@ Result<std::unique_ptr<CpuOp>> create_layer_norm(const OpDesc& desc) {
   KILN_ASSIGN_OR_RETURN(int64_t attr_axis, attrs.get_int("axis", -1));
   KILN_ASSIGN_OR_RETURN(double epsilon, attrs.get_float("epsilon", 1e-5));
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
-  if (x.empty()) return error(desc, Error::InvalidArgument, "input 0 is a scalar (expected rank >= 1)");
+  if (x.empty())
+    return error(desc, Error::InvalidArgument, "input 0 is a scalar (expected rank >= 1)");
   KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(desc, attr_axis, x.size()));
   int64_t rows = product(x, 0, static_cast<size_t>(axis));
   int64_t cols = product(x, static_cast<size_t>(axis), x.size());
@@ -108,20 +109,26 @@ Result<std::unique_ptr<CpuOp>> create_batch_norm(const OpDesc& desc) {
                        std::to_string(x[1]) + "])");
     }
   }
-  // Spatial axes flattened: oneDNN's batch norm takes 2-D to 5-D tensors.
-  memory::desc md = plain_md(std::vector<int64_t>{x[0], x[1], product(x, 2, x.size())});
+  // Spatial axes flattened: oneDNN's batch norm takes 2-D to 5-D tensors. With a producer in
+  // a layout of its own (a 4-D blocked or nhwc tensor), normalize in that layout instead.
+  memory::desc plain = plain_md(x);
+  std::optional<memory::desc> hint = input_layout_hint(desc, 0, plain.dims());
+  memory::desc md =
+      hint ? *hint : plain_md(std::vector<int64_t>{x[0], x[1], product(x, 2, x.size())});
   memory::desc param_md = plain_md(std::vector<int64_t>{x[1]});
-  auto flags = dnnl::normalization_flags::use_global_stats |
-               dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+               dnnl::normalization_flags::use_shift;
   dnnl::batch_normalization_forward::desc bn_desc(dnnl::prop_kind::forward_inference, md,
                                                   static_cast<float>(epsilon), flags);
   dnnl::batch_normalization_forward::primitive_desc pd(bn_desc, base_attr(), cpu_engine());
-  auto op = std::make_unique<SimpleOp>(desc, dnnl::batch_normalization_forward(pd), pd, x, md);
-  op->bind_input(desc, 0, DNNL_ARG_SRC, md);
-  op->bind_input(desc, 1, DNNL_ARG_SCALE, param_md);
-  op->bind_input(desc, 2, DNNL_ARG_SHIFT, param_md);
-  op->bind_input(desc, 3, DNNL_ARG_MEAN, param_md);
-  op->bind_input(desc, 4, DNNL_ARG_VARIANCE, param_md);
+  auto op = std::make_unique<StagedOp>(desc, dnnl::batch_normalization_forward(pd), pd, x);
+  memory::desc plain_view = hint ? plain : md;
+  op->bind_input(0, DNNL_ARG_SRC, plain_view, pd.src_desc());
+  op->bind_param(desc, 1, DNNL_ARG_SCALE, param_md);
+  op->bind_param(desc, 2, DNNL_ARG_SHIFT, param_md);
+  op->bind_param(desc, 3, DNNL_ARG_MEAN, param_md);
+  op->bind_param(desc, 4, DNNL_ARG_VARIANCE, param_md);
+  op->bind_output(DNNL_ARG_DST, plain_view, pd.dst_desc());
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 

@@ -107,6 +107,17 @@ void StagedOp::bind_input(size_t index, int arg, const dnnl::memory::desc& plain
   inputs_.push_back(std::move(b));
 }
 
+void StagedOp::bind_param(const OpDesc& desc, size_t index, int arg, const dnnl::memory::desc& md) {
+  const runtime::Tensor* constant = input_constant(desc, index);
+  if (constant == nullptr) {
+    bind_input(index, arg, md, md);
+    return;
+  }
+  dnnl::memory owned(md, cpu_engine());
+  std::memcpy(owned.get_data_handle(), constant->data(), constant->nbytes());
+  args_[arg] = owned;
+}
+
 void StagedOp::bind_output(int arg, const dnnl::memory::desc& plain,
                            const dnnl::memory::desc& made) {
   Binding b{0, arg, wrap(plain, nullptr), std::nullopt, {}};

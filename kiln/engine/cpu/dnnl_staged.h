@@ -20,6 +20,9 @@ class StagedOp final : public DnnlOp {
   /// primitive reads in layout `want`; a conversion is staged when the two differ.
   void bind_input(size_t index, int arg, const dnnl::memory::desc& plain,
                   const dnnl::memory::desc& want);
+  /// Input `index` is a parameter in plain layout `md` (never staged): a copy of its constant
+  /// value when `desc` has one, else the run-time tensor.
+  void bind_param(const OpDesc& desc, size_t index, int arg, const dnnl::memory::desc& md);
   /// The output (plain layout `plain`) is argument `arg`, written in layout `made`.
   void bind_output(int arg, const dnnl::memory::desc& plain, const dnnl::memory::desc& made);
 
