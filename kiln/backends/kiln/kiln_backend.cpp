@@ -1,5 +1,6 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 
+#include <kiln/backends/kiln/dispatch.h>
 #include <kiln/backends/kiln/manifest.h>
 #include <kiln/backends/kiln/model_loader_factory.h>
 #include <kiln/engine/cache/default_dir.h>
@@ -12,7 +13,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,8 +24,6 @@ using runtime::Error;
 using runtime::Result;
 using runtime::ScalarType;
 using runtime::Status;
-using runtime::Tensor;
-using Shapes = std::vector<std::vector<int64_t>>;
 
 namespace {
 
@@ -40,16 +38,15 @@ struct KilnDelegate {
   runtime::AlignedBuffer package_copy;  // only when the named data is not 8-byte aligned
   std::unique_ptr<engine::package::PackageView> package;
   std::shared_ptr<engine::LoadedModel> model;
-  std::vector<ScalarType> input_dtypes;
-  std::vector<std::optional<size_t>> input_ranks;  // empty when the IR does not know the rank
-  std::vector<ScalarType> output_dtypes;
+  ArgumentTypes types;
+  std::string subject;  // "execute function 'main'", the start of execute's messages
+  // The (function, shapes) pairs bound at init: the manifest's enumerated functions, or its
+  // function when all its inputs are static. Empty: bind the function on demand per shape.
+  std::vector<std::pair<std::string, Shapes>> to_bind;
 
-  std::mutex mutex;  // one execution at a time: sessions and the argument vectors below
-  std::optional<Shapes> static_shapes;
-  std::map<Shapes, engine::Session> sessions;
-  Shapes shapes;
-  std::vector<const Tensor*> input_tensors;
-  std::vector<Tensor*> output_tensors;
+  std::mutex mutex;  // one execution at a time: sessions and the call's arguments
+  SessionTable sessions;
+  CallArguments call;
 };
 
 std::string where(const runtime::BackendInitContext& context) {
@@ -111,39 +108,144 @@ Status check_names(const std::string& field, const std::vector<std::string>& giv
                                             " of function '" + function + "')");
 }
 
-// Checks the manifest against the package's function and records the argument types.
-Status check_function(KilnDelegate& delegate) {
+// The graph of function `name`, which the manifest's `field` names. Errors: InvalidArgument when
+// the package lacks it, listing the functions it holds.
+Result<const engine::ir::Graph*> find_function(const KilnDelegate& delegate,
+                                               const std::string& name, const std::string& field) {
   const engine::ir::Model& model = delegate.package->model();
-  const std::string& name = delegate.manifest.function;
   const engine::ir::Graph* graph = model.find_function(name);
-  if (graph == nullptr) {
-    std::vector<std::string> names;
-    for (const auto& g : model.functions) names.push_back(g.name);
-    return Status(Error::InvalidArgument, "manifest field 'function' is '" + name +
-                                              "', which package '" + delegate.manifest.package +
-                                              "' does not hold (functions: " + join(names) + ")");
+  if (graph != nullptr) return graph;
+  std::vector<std::string> names;
+  for (const auto& g : model.functions) names.push_back(g.name);
+  return Status(Error::InvalidArgument, "manifest field '" + field + "' is '" + name +
+                                            "', which package '" + delegate.manifest.package +
+                                            "' does not hold (functions: " + join(names) + ")");
+}
+
+// The argument types of `graph`, after checking its input and output names against the manifest.
+Result<ArgumentTypes> types_of(const KilnDelegate& delegate, const engine::ir::Graph& graph) {
+  ArgumentTypes types;
+  for (int index : graph.inputs) {
+    const auto& value = graph.values[static_cast<size_t>(index)];
+    types.input_names.push_back(value.name);
+    types.input_dtypes.push_back(value.type.dtype);
+    types.input_ranks.push_back(value.type.rank_known ? std::optional(value.type.shape.size())
+                                                      : std::nullopt);
   }
-  std::vector<std::string> inputs, outputs;
-  bool all_static = true;
+  for (int index : graph.outputs) {
+    const auto& value = graph.values[static_cast<size_t>(index)];
+    types.output_names.push_back(value.name);
+    types.output_dtypes.push_back(value.type.dtype);
+  }
+  const Manifest& m = delegate.manifest;
+  KILN_RETURN_IF_ERROR(check_names("input_names", m.input_names, types.input_names, graph.name));
+  KILN_RETURN_IF_ERROR(check_names("output_names", m.output_names, types.output_names, graph.name));
+  return types;
+}
+
+// Checks the manifest's function against the package and records the argument types.
+Status check_function(KilnDelegate& delegate) {
+  const std::string& name = delegate.manifest.function;
+  KILN_ASSIGN_OR_RETURN(const engine::ir::Graph* graph, find_function(delegate, name, "function"));
+  KILN_ASSIGN_OR_RETURN(delegate.types, types_of(delegate, *graph));
+  delegate.subject = "execute function '" + name + "'";
   Shapes static_shapes;
   for (int index : graph->inputs) {
-    const auto& value = graph->values[static_cast<size_t>(index)];
-    inputs.push_back(value.name);
-    delegate.input_dtypes.push_back(value.type.dtype);
-    delegate.input_ranks.push_back(value.type.rank_known ? std::optional(value.type.shape.size())
-                                                         : std::nullopt);
-    auto sizes = value.type.static_sizes();
-    all_static = all_static && sizes.has_value();
-    if (sizes) static_shapes.push_back(*sizes);
+    auto sizes = graph->values[static_cast<size_t>(index)].type.static_sizes();
+    if (!sizes) {
+      delegate.sessions = SessionTable(/*closed=*/false);
+      return Status();
+    }
+    static_shapes.push_back(std::move(*sizes));
   }
-  for (int index : graph->outputs) {
-    const auto& value = graph->values[static_cast<size_t>(index)];
-    outputs.push_back(value.name);
-    delegate.output_dtypes.push_back(value.type.dtype);
+  delegate.to_bind.emplace_back(name, std::move(static_shapes));
+  return Status();
+}
+
+// Checks that `shapes` (listed for `graph` in the manifest's `field`) fit its input types: the
+// rank when known and every static dim.
+Status check_shapes(const engine::ir::Graph& graph, const Shapes& shapes,
+                    const std::string& field) {
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const auto& value = graph.values[static_cast<size_t>(graph.inputs[i])];
+    const auto& type = value.type;
+    bool fits = !type.rank_known || type.shape.size() == shapes[i].size();
+    for (size_t d = 0; fits && type.rank_known && d < shapes[i].size(); ++d) {
+      fits = !type.shape[d].is_static() || type.shape[d].value() == shapes[i][d];
+    }
+    if (!fits) {
+      return Status(Error::InvalidArgument, "manifest field '" + field +
+                                                ".input_shapes' gives input '" + value.name +
+                                                "' of function '" + graph.name + "' the shape " +
+                                                runtime::shape_to_string(shapes[i]) +
+                                                " (expected " + type.to_string() + ")");
+    }
   }
-  KILN_RETURN_IF_ERROR(check_names("input_names", delegate.manifest.input_names, inputs, name));
-  KILN_RETURN_IF_ERROR(check_names("output_names", delegate.manifest.output_names, outputs, name));
-  if (all_static) delegate.static_shapes = std::move(static_shapes);
+  return Status();
+}
+
+Status check_same_dtypes(const std::string& kind, const std::vector<std::string>& names,
+                         const std::vector<ScalarType>& got, const std::vector<ScalarType>& want,
+                         const std::string& function, const std::string& first) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    return Status(Error::InvalidArgument, kind + " '" + names[i] + "' of function '" + function +
+                                              "' has dtype " + std::string(to_string(got[i])) +
+                                              " (expected " + std::string(to_string(want[i])) +
+                                              ", as in function '" + first + "')");
+  }
+  return Status();
+}
+
+// Checks every function of the enumerated manifest against the package (present, with the
+// manifest's names, the first function's dtypes, and its listed shapes fitting its inputs) and
+// records the argument types; an input's rank is checked only when all listed shapes agree on it.
+Status check_enumerated(KilnDelegate& delegate) {
+  const auto& functions = delegate.manifest.enumerated_functions;
+  std::vector<std::string> names;
+  for (const auto& f : functions) names.push_back(f.function);
+  delegate.subject = "execute functions " + join(names);
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const EnumeratedFunction& f = functions[i];
+    std::string field = "enumerated_functions[" + std::to_string(i) + "]";
+    KILN_ASSIGN_OR_RETURN(const engine::ir::Graph* graph,
+                          find_function(delegate, f.function, field + ".function"));
+    KILN_ASSIGN_OR_RETURN(ArgumentTypes types, types_of(delegate, *graph));
+    KILN_RETURN_IF_ERROR(check_shapes(*graph, f.input_shapes, field));
+    for (size_t j = 0; j < f.input_shapes.size(); ++j) {
+      types.input_ranks[j] = f.input_shapes[j].size();
+    }
+    if (i == 0) {
+      delegate.types = std::move(types);
+    } else {
+      ArgumentTypes& first = delegate.types;
+      auto context = "manifest field '" + field + ".function'";
+      KILN_RETURN_IF_ERROR(check_same_dtypes("input", first.input_names, types.input_dtypes,
+                                             first.input_dtypes, f.function, names[0])
+                               .with_context(context));
+      KILN_RETURN_IF_ERROR(check_same_dtypes("output", first.output_names, types.output_dtypes,
+                                             first.output_dtypes, f.function, names[0])
+                               .with_context(context));
+      for (size_t j = 0; j < types.input_ranks.size(); ++j) {
+        if (first.input_ranks[j] != types.input_ranks[j]) first.input_ranks[j] = std::nullopt;
+      }
+    }
+    delegate.to_bind.emplace_back(f.function, f.input_shapes);
+  }
+  return Status();
+}
+
+// Binds one session per entry of `to_bind`. On a failure the caller discards the delegate, and
+// with it the sessions bound so far.
+Status bind_sessions(KilnDelegate& delegate) {
+  for (const auto& [function, shapes] : delegate.to_bind) {
+    auto session = delegate.model->bind(function, shapes);
+    if (!session.ok()) {
+      return session.status().with_context("bind function '" + function + "' to input shapes " +
+                                           shapes_to_string(shapes));
+    }
+    delegate.sessions.add(shapes, function, std::move(session).get());
+  }
   return Status();
 }
 
@@ -179,63 +281,7 @@ Status load_model(KilnDelegate& delegate) {
                            delegate.config.cache_dir};
   KILN_ASSIGN_OR_RETURN(delegate.model, load_through_factory(request));
   count_load(delegate.model->load_report());
-  if (delegate.static_shapes) {
-    KILN_ASSIGN_OR_RETURN(engine::Session session, delegate.model->bind(delegate.manifest.function,
-                                                                        *delegate.static_shapes));
-    delegate.sessions.emplace(*delegate.static_shapes, std::move(session));
-  }
-  return Status();
-}
-
-std::string shapes_to_string(const Shapes& shapes) {
-  std::string out;
-  for (const auto& s : shapes) out += (out.empty() ? "" : ", ") + runtime::shape_to_string(s);
-  return "(" + out + ")";
-}
-
-Status check_arguments(KilnDelegate& d, runtime::Span<runtime::EValue* const> inputs,
-                       runtime::Span<runtime::EValue* const> outputs) {
-  const Manifest& m = d.manifest;
-  if (inputs.size() != m.input_names.size() || outputs.size() != m.output_names.size()) {
-    return Status(Error::InvalidArgument,
-                  "execute function '" + m.function + "': got " + std::to_string(inputs.size()) +
-                      " inputs and " + std::to_string(outputs.size()) + " outputs (expected " +
-                      std::to_string(m.input_names.size()) + " and " +
-                      std::to_string(m.output_names.size()) + ")");
-  }
-  d.shapes.resize(inputs.size());
-  d.input_tensors.resize(inputs.size());
-  d.output_tensors.resize(outputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::string name = "execute function '" + m.function + "': input '" + m.input_names[i] + "'";
-    if (!inputs[i]->is_tensor()) {
-      return Status(
-          Error::InvalidArgument,
-          name + " is " + std::string(to_string(inputs[i]->tag())) + " (expected a tensor)");
-    }
-    const Tensor& t = inputs[i]->to_tensor();
-    if (t.dtype() != d.input_dtypes[i]) {
-      return Status(Error::InvalidArgument, name + " has dtype " +
-                                                std::string(to_string(t.dtype())) + " (expected " +
-                                                std::string(to_string(d.input_dtypes[i])) + ")");
-    }
-    if (d.input_ranks[i] && static_cast<size_t>(t.dim()) != *d.input_ranks[i]) {
-      return Status(Error::InvalidArgument, name + " has rank " + std::to_string(t.dim()) +
-                                                " (expected " + std::to_string(*d.input_ranks[i]) +
-                                                ")");
-    }
-    d.shapes[i].assign(t.sizes().begin(), t.sizes().end());
-    d.input_tensors[i] = &t;
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string name = "execute function '" + m.function + "': output '" + m.output_names[i] + "'";
-    if (!outputs[i]->is_tensor() || outputs[i]->to_tensor().dtype() != d.output_dtypes[i]) {
-      return Status(Error::InvalidArgument, name + " is not a tensor of dtype " +
-                                                std::string(to_string(d.output_dtypes[i])));
-    }
-    d.output_tensors[i] = &outputs[i]->to_tensor();
-  }
-  return Status();
+  return bind_sessions(delegate);
 }
 
 }  // namespace
@@ -299,7 +345,9 @@ Result<runtime::DelegateHandle*> KilnBackend::init(
   if (!manifest.ok()) return manifest.status().with_context(at);
   delegate->manifest = std::move(manifest).get();
   KILN_RETURN_IF_ERROR(fetch_package(context, *delegate).with_context(at));
-  KILN_RETURN_IF_ERROR(check_function(*delegate).with_context(at));
+  KILN_RETURN_IF_ERROR(
+      (delegate->manifest.enumerated ? check_enumerated(*delegate) : check_function(*delegate))
+          .with_context(at));
   KILN_RETURN_IF_ERROR(load_model(*delegate).with_context(at));
   return static_cast<runtime::DelegateHandle*>(delegate.release());
 }
@@ -310,26 +358,21 @@ runtime::Status KilnBackend::execute(runtime::BackendExecutionContext& context,
                                      runtime::Span<runtime::EValue* const> outputs) const {
   auto& d = *static_cast<KilnDelegate*>(handle);
   std::lock_guard<std::mutex> lock(d.mutex);
-  KILN_RETURN_IF_ERROR(check_arguments(d, inputs, outputs));
-  auto it = d.sessions.find(d.shapes);
-  if (it == d.sessions.end()) {
-    if (d.static_shapes) {
-      return Status(Error::InvalidArgument, "execute function '" + d.manifest.function +
-                                                "': input shapes " + shapes_to_string(d.shapes) +
-                                                " (expected " + shapes_to_string(*d.static_shapes) +
-                                                ")");
-    }
-    auto session = d.model->bind(d.manifest.function, d.shapes);
+  KILN_RETURN_IF_ERROR(check_arguments(d.subject, d.types, inputs, outputs, d.call));
+  SessionTable::Entry* entry = d.sessions.find(d.call.shapes);
+  if (entry == nullptr) {
+    if (d.sessions.closed()) return d.sessions.no_match(d.subject, d.call.shapes);
+    auto session = d.model->bind(d.manifest.function, d.call.shapes);
     if (!session.ok()) {
       return session.status().with_context("bind function '" + d.manifest.function +
-                                           "' to input shapes " + shapes_to_string(d.shapes));
+                                           "' to input shapes " + shapes_to_string(d.call.shapes));
     }
-    it = d.sessions.emplace(d.shapes, std::move(session).get()).first;
+    entry = &d.sessions.add(d.call.shapes, d.manifest.function, std::move(session).get());
   }
-  return it->second.run(d.input_tensors, d.output_tensors,
-                        [&](size_t index, runtime::Span<const int64_t> sizes) {
-                          return context.resize_output(*outputs[index], sizes);
-                        });
+  return entry->session.run(d.call.inputs, d.call.outputs,
+                            [&](size_t index, runtime::Span<const int64_t> sizes) {
+                              return context.resize_output(*outputs[index], sizes);
+                            });
 }
 
 void KilnBackend::destroy(runtime::DelegateHandle* handle) const {
@@ -338,6 +381,11 @@ void KilnBackend::destroy(runtime::DelegateHandle* handle) const {
 
 const KilnBackendConfig& KilnBackend::config_of(const runtime::DelegateHandle* handle) {
   return static_cast<const KilnDelegate*>(handle)->config;
+}
+
+std::vector<std::vector<std::vector<int64_t>>> KilnBackend::accepted_input_shapes(
+    const runtime::DelegateHandle* handle) {
+  return static_cast<const KilnDelegate*>(handle)->sessions.accepted();
 }
 
 namespace {

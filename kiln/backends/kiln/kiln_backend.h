@@ -66,13 +66,16 @@ KilnLoadCounters kiln_load_counters();
 /// The compiling backend (DESIGN.md §3): runs a delegate's model package on the engine.
 ///
 /// The delegate blob is a JSON manifest (see `manifest.h`) naming a model package stored in the
-/// program's named data and the one function to run. `init` validates the options and the
+/// program's named data and either one function to run or, in the enumerated form, a list of
+/// static functions with the input shapes each one takes. `init` validates the options and the
 /// manifest, opens the package in place (no weight copies; the package bytes stay alive with
 /// the handle), loads it for the options' specialization through the model loader factory
-/// (`model_loader_factory.h`; by default `engine::ModelLoader` with the cache) and, when
-/// the function's inputs are static, binds its session. `execute` checks the arguments' count,
-/// dtype and rank, binds the function to the inputs' shapes on first use of each shape (kept for
-/// later calls), runs it and resizes the outputs through the method.
+/// (`model_loader_factory.h`; by default `engine::ModelLoader` with the cache) and binds a
+/// session for each function and shapes known at init (every enumerated function; the one
+/// function when its inputs are static). `execute` checks the arguments' count, dtype and rank,
+/// picks the session bound to the inputs' shapes (one map lookup; a function with symbolic
+/// inputs is bound on first use of each shape and kept), runs it and resizes the outputs
+/// through the method.
 ///
 /// Thread-safety: the backend object is stateless and shared; one handle serializes its own
 /// executions with a lock.
@@ -82,14 +85,17 @@ class KilnBackend : public runtime::BackendInterface {
   std::vector<runtime::OptionSpec> option_specs() const override;
   /// Errors: InvalidArgument naming the option (wrong type, unknown key, value out of range) or
   /// the manifest field (see `parse_manifest`; also an unknown package key, a function absent
-  /// from the package, input or output names that differ from the function's); NotSupported for
-  /// the enumerated manifest form or options that exclude the CPU; the engine's errors when the
-  /// package is invalid or a static function fails to specialize.
+  /// from the package, input or output names that differ from the function's; for an enumerated
+  /// function, listed shapes that contradict its inputs' ranks or static dims, naming the
+  /// function and input, or dtypes that differ from the first function's); NotSupported for
+  /// options that exclude the CPU; the engine's errors when the package is invalid or a function
+  /// fails to specialize or bind, naming the function and shapes. A failed init keeps nothing.
   runtime::Result<runtime::DelegateHandle*> init(
       runtime::BackendInitContext& context, runtime::FreeableBuffer* processed,
       runtime::Span<const runtime::CompileSpec> compile_specs) const override;
-  /// Errors: InvalidArgument naming the argument whose count, kind, dtype, rank or shape is
-  /// wrong; the engine's errors with the function named.
+  /// Errors: InvalidArgument naming the argument whose count, kind, dtype or rank is wrong, or,
+  /// when no bound function takes the inputs' shapes, naming the shapes received and those
+  /// accepted (nothing runs); the engine's errors with the function named.
   runtime::Status execute(runtime::BackendExecutionContext& context,
                           runtime::DelegateHandle* handle,
                           runtime::Span<runtime::EValue* const> inputs,
@@ -98,6 +104,13 @@ class KilnBackend : public runtime::BackendInterface {
 
   /// The settings a handle from `init` was made with (for tools and tests).
   static const KilnBackendConfig& config_of(const runtime::DelegateHandle* handle);
+  /// The input shapes `execute` accepts on a handle from `init`, one `Shapes` (a shape per input,
+  /// in `input_names` order) per accepted call: for the enumerated manifest form, each listed
+  /// function's `input_shapes` in manifest order; for a function with static inputs, its one set;
+  /// for a function with symbolic inputs, an empty list (any shapes of the right ranks). Fixed at
+  /// init, so safe to call concurrently with `execute`.
+  static std::vector<std::vector<std::vector<int64_t>>> accepted_input_shapes(
+      const runtime::DelegateHandle* handle);
 };
 
 }  // namespace kiln::backends
