@@ -1,6 +1,7 @@
 #pragma once
 
 #include <kiln/engine/ir/graph.h>
+#include <kiln/exporter/enumerate.h>
 #include <kiln/exporter/writer/program_spec.h>
 #include <kiln/runtime/core/result.h>
 
@@ -26,6 +27,9 @@ struct ExportOptions {
   /// "portable": reference kernels only.
   std::string backend = "kiln";
   std::vector<DimBound> bounds;
+  /// `--enumerate` flags: each enumerated method becomes one KilnBackend delegate over one
+  /// static function per combination of the listed sizes (kiln backend only).
+  std::vector<DimEnumeration> enumerations;
   uint32_t segment_alignment = 4096;
   /// Receives notes a user should see (e.g. a fallback to the portable lowering). Optional.
   std::function<void(const std::string&)> on_note;

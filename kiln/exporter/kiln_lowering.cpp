@@ -1,12 +1,14 @@
 // lower_to_kiln: an IR function → one KilnBackend delegate over a model package in named data.
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/package/package.h>
+#include <kiln/exporter/enumerate.h>
 #include <kiln/exporter/export.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 #include <kiln/runtime/executor/program_verify.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -117,14 +119,44 @@ std::string hex64(uint64_t value) {
   return text;
 }
 
-// The package holding the one function, named "main", and the weights it uses.
-runtime::Result<std::vector<uint8_t>> function_package(const ir::Model& model,
-                                                       const ir::Graph& graph) {
-  ir::Model single;
-  single.weights = model.weights;
-  single.functions.push_back(graph);
-  single.functions.back().name = kPackageFunction;
-  return engine::package::write_package(single);
+// The package holding the one function, named "main", or the enumerated static functions, and
+// the weights they use (once).
+runtime::Result<std::vector<uint8_t>> function_package(
+    const ir::Model& model, const ir::Graph& graph,
+    const std::vector<EnumeratedFunction>& enumerated) {
+  ir::Model package;
+  package.weights = model.weights;
+  if (enumerated.empty()) {
+    package.functions.push_back(graph);
+    package.functions.back().name = kPackageFunction;
+  }
+  for (const EnumeratedFunction& f : enumerated) {
+    package.functions.push_back(static_function(graph, f));
+  }
+  return engine::package::write_package(package);
+}
+
+// An enumerated method's input: bounded by the largest listed size of each dim (static when
+// every function has the same size there).
+ValueSpec enumerated_input(const ir::Value& v, size_t input,
+                           const std::vector<EnumeratedFunction>& enumerated) {
+  ValueSpec value;
+  TensorSpec& t = value.tensor;
+  t.dtype = v.type.dtype;
+  bool varies = false;
+  for (size_t d = 0; d < v.type.shape.size(); ++d) {
+    int64_t largest = 0;
+    for (const EnumeratedFunction& f : enumerated) {
+      largest = std::max(largest, f.input_shapes[input][d]);
+      varies = varies || f.input_shapes[input][d] != enumerated[0].input_shapes[input][d];
+    }
+    t.sizes.push_back(largest);
+    const ir::Dim& dim = v.type.shape[d];
+    t.dim_names.push_back(dim.is_static() ? "" : dim.to_string());
+  }
+  t.dynamism = varies ? ShapeDynamism::Bounded : ShapeDynamism::Static;
+  if (!varies) t.dim_names.clear();
+  return value;
 }
 
 }  // namespace
@@ -147,7 +179,14 @@ Status lower_to_kiln(const ir::Model& model, const std::string& function,
   }
   KILN_RETURN_IF_ERROR(check_bounds(*graph, method_name, options));
   std::string where = "export method '" + method_name + "' for KilnBackend";
-  auto package = function_package(model, *graph);
+  std::vector<EnumeratedFunction> enumerated;
+  bool enumerates = std::any_of(options.enumerations.begin(), options.enumerations.end(),
+                                [&](const DimEnumeration& e) { return e.method == method_name; });
+  if (enumerates) {
+    KILN_ASSIGN_OR_RETURN(enumerated,
+                          enumerate_function(*graph, method_name, 0, options.enumerations));
+  }
+  auto package = function_package(model, *graph, enumerated);
   if (!package.ok()) return package.status().with_context(where);
   auto view = engine::package::PackageView::open(*package);
   if (!view.ok()) return view.status().with_context(where);
@@ -157,15 +196,26 @@ Status lower_to_kiln(const ir::Model& model, const std::string& function,
   method.name = method_name;
   nlohmann::json manifest = {{"package", key},
                              {"input_names", nlohmann::json::array()},
-                             {"output_names", nlohmann::json::array()},
-                             {"function", kPackageFunction}};
+                             {"output_names", nlohmann::json::array()}};
+  if (enumerated.empty()) {
+    manifest["function"] = kPackageFunction;
+  } else {
+    manifest["enumerated"] = true;
+    manifest["enumerated_functions"] = nlohmann::json::array();
+    for (const EnumeratedFunction& f : enumerated) {
+      manifest["enumerated_functions"].push_back(
+          {{"function", f.name}, {"input_shapes", f.input_shapes}});
+    }
+  }
   InstructionSpec call;
   call.kind = InstructionSpec::Kind::Delegate;
   call.is_delegate = true;
   call.delegate = 0;
   for (int input : graph->inputs) {
     const ir::Value& v = graph->values[static_cast<size_t>(input)];
-    method.values.push_back(argument_value(v, options, method_name, /*is_input=*/true));
+    method.values.push_back(
+        enumerated.empty() ? argument_value(v, options, method_name, /*is_input=*/true)
+                           : enumerated_input(v, method.inputs.size(), enumerated));
     int index = static_cast<int>(method.values.size()) - 1;
     method.inputs.push_back(index);
     method.input_names.push_back(v.name);

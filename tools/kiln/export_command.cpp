@@ -62,14 +62,18 @@ runtime::Result<exporter::DimBound> parse_bound(const std::string& text) {
 }
 
 Status run_export(const ExportArgs& args) {
-  if (!args.methods.empty() || args.multifunction || !args.enumerations.empty() ||
-      args.expect_frequent_reshapes || args.aot) {
+  if (!args.methods.empty() || args.multifunction || args.expect_frequent_reshapes ||
+      args.aot) {
     return Status(Error::NotImplemented,
-                  "--method, --multifunction, --enumerate, --expect-frequent-reshapes and --aot "
-                  "are not implemented yet; this build exports one model (--backend kiln or "
-                  "portable)");
+                  "--method, --multifunction, --expect-frequent-reshapes and --aot are not "
+                  "implemented yet; this build exports one model (--backend kiln or portable, "
+                  "with --bound or --enumerate)");
   }
   exporter::ExportOptions options;
+  for (const auto& text : args.enumerations) {
+    KILN_ASSIGN_OR_RETURN(exporter::DimEnumeration e, exporter::parse_enumeration(text));
+    options.enumerations.push_back(std::move(e));
+  }
   options.backend = args.backend;
   options.on_note = [](const std::string& note) { std::cerr << "note: " << note << "\n"; };
   for (const auto& text : args.bounds) {
