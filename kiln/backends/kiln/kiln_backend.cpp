@@ -184,15 +184,13 @@ Status load_model(KilnDelegate& delegate) {
   if (delegate.config.share_multifunction_model) {
     SharedModelKey key{delegate.package->content_hash(), options.identifier(),
                        delegate.config.cache_dir};
-    KILN_ASSIGN_OR_RETURN(
-        auto shared,
-        SharedModelRegistry::instance().get_or_load(
-            key, [&]() -> Result<std::shared_ptr<SharedModel>> {
-              KILN_ASSIGN_OR_RETURN(auto model, load());
-              return SharedModel::adopt(std::move(delegate.package_bytes),
-                                        std::move(delegate.package_copy),
-                                        std::move(delegate.package), std::move(model));
-            }));
+    auto load_shared = [&]() -> Result<std::shared_ptr<SharedModel>> {
+      KILN_ASSIGN_OR_RETURN(auto model, load());
+      return SharedModel::adopt(std::move(delegate.package_bytes), std::move(delegate.package_copy),
+                                std::move(delegate.package), std::move(model));
+    };
+    KILN_ASSIGN_OR_RETURN(auto shared,
+                          SharedModelRegistry::instance().get_or_load(key, load_shared));
     delegate.model = SharedModel::model_of(std::move(shared));
     delegate.package.reset();  // on a shared hit: the shared model holds an equal package
     delegate.package_copy.reset();

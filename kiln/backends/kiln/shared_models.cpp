@@ -27,9 +27,10 @@ void run_hook(SharedLoadFaultPoint point) {
 
 void set_shared_load_fault_hook(std::function<void(SharedLoadFaultPoint)> new_hook) {
   std::lock_guard<std::mutex> lock(hook_mutex);
-  hook = new_hook ? std::make_shared<const std::function<void(SharedLoadFaultPoint)>>(
-                        std::move(new_hook))
-                  : nullptr;
+  hook =
+      new_hook
+          ? std::make_shared<const std::function<void(SharedLoadFaultPoint)>>(std::move(new_hook))
+          : nullptr;
 }
 
 std::shared_ptr<SharedModel> SharedModel::adopt(

@@ -76,10 +76,11 @@ void set_shared_load_fault_hook(std::function<void(SharedLoadFaultPoint)> hook);
 
 /// What a registry has done since it was made, for tests.
 struct SharedModelCounters {
-  uint64_t loads_started = 0;  ///< loader calls (first loads, reloads of expired entries, takeovers)
-  uint64_t shared_hits = 0;    ///< calls answered with a live model, without loading
-  uint64_t waits = 0;          ///< times a caller blocked on another thread's load
-  uint64_t takeovers = 0;      ///< loads run by a waiter after the load it waited on failed
+  uint64_t loads_started =
+      0;                     ///< loader calls (first loads, reloads of expired entries, takeovers)
+  uint64_t shared_hits = 0;  ///< calls answered with a live model, without loading
+  uint64_t waits = 0;        ///< times a caller blocked on another thread's load
+  uint64_t takeovers = 0;    ///< loads run by a waiter after the load it waited on failed
 };
 
 /// The process-wide registry of shared loaded models (DESIGN.md §3, "Shared loading"). It holds
@@ -112,9 +113,9 @@ class SharedModelRegistry {
  private:
   struct Entry {
     std::weak_ptr<SharedModel> model;
-    bool loading = false;   // a thread is running a loader for this key
-    bool handoff = false;   // a load failed and a waiter should take over (loading stays set)
-    int waiters = 0;        // callers blocked on this key
+    bool loading = false;  // a thread is running a loader for this key
+    bool handoff = false;  // a load failed and a waiter should take over (loading stays set)
+    int waiters = 0;       // callers blocked on this key
   };
   class LoadGuard;
 

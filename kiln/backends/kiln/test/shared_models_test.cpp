@@ -45,12 +45,14 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
-// y = Relu(MatMul(x, W) + b), x: [2, 4]; `seed` picks the weights (and so the package hash).
+// y = Relu(MatMul(x, W) + b), x: [batch, 4] (run with batch 2); `seed` picks the weights (and
+// so the package hash).
 struct Mlp {
   std::vector<float> w, b;
   ir::Model model;
 
-  explicit Mlp(uint32_t seed) : w(random_floats(kIn * kOut, seed)), b(random_floats(kOut, ~seed)) {
+  explicit Mlp(uint32_t seed, ir::Dim batch = kBatch)
+      : w(random_floats(kIn * kOut, seed)), b(random_floats(kOut, ~seed)) {
     ir::Graph g;
     g.name = "main";
     auto value = [&](const std::string& name, std::vector<ir::Dim> shape, int weight = -1) {
@@ -77,12 +79,12 @@ struct Mlp {
       n.outputs = {out};
       g.nodes.push_back(std::move(n));
     };
-    int x = value("x", {kBatch, kIn});
+    int x = value("x", {batch, kIn});
     int wv = weight("W", {kIn, kOut}, w);
     int bv = weight("b", {kOut}, b);
-    int mm = value("mm", {kBatch, kOut});
-    int sum = value("sum", {kBatch, kOut});
-    int y = value("y", {kBatch, kOut});
+    int mm = value("mm", {batch, kOut});
+    int sum = value("sum", {batch, kOut});
+    int y = value("y", {batch, kOut});
     node("MatMul", {x, wv}, mm);
     node("Add", {mm, bv}, sum);
     node("Relu", {sum}, y);
@@ -132,8 +134,9 @@ class PackageData : public runtime::NamedDataMap {
   std::shared_ptr<uint8_t> bytes_;
 };
 
-const std::string kManifest = std::string(R"({"package": ")") + kPackageKey +
-                              R"(", "input_names": ["x"], "output_names": ["y"], "function": "main"})";
+const std::string kManifest =
+    std::string(R"({"package": ")") + kPackageKey +
+    R"(", "input_names": ["x"], "output_names": ["y"], "function": "main"})";
 
 // One KilnBackend delegate, initialized and run directly (not through a Method).
 class Delegate {
@@ -180,8 +183,8 @@ Result<std::shared_ptr<SharedModel>> load_shared(const Mlp& mlp) {
   KILN_ASSIGN_OR_RETURN(auto view, engine::package::PackageView::open(
                                        runtime::Span<const uint8_t>(copy.get(), bytes.size())));
   auto package = std::make_unique<engine::package::PackageView>(std::move(view));
-  KILN_ASSIGN_OR_RETURN(auto options,
-                        engine::specialization::SpecializationOptions::from_compute_unit("all", false));
+  KILN_ASSIGN_OR_RETURN(
+      auto options, engine::specialization::SpecializationOptions::from_compute_unit("all", false));
   KILN_ASSIGN_OR_RETURN(auto model, engine::ModelLoader::load(*package, options));
   return SharedModel::adopt({}, std::move(copy), std::move(package), std::move(model));
 }
@@ -340,7 +343,9 @@ TEST(SharedModelRegistry, FailedOrEmptyLoadClearsTheInFlightMark) {
   auto failed = registry.get_or_load(
       kKey, []() -> Result<std::shared_ptr<SharedModel>> { return Status(Error::NotFound, "x"); });
   EXPECT_EQ(failed.status().code(), Error::NotFound);
-  auto empty = registry.get_or_load(kKey, []() -> Result<std::shared_ptr<SharedModel>> { return std::shared_ptr<SharedModel>(); });
+  auto empty = registry.get_or_load(kKey, []() -> Result<std::shared_ptr<SharedModel>> {
+    return std::shared_ptr<SharedModel>();
+  });
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.status().code(), Error::InvalidArgument);
   EXPECT_THAT(empty.status().message(), HasSubstr("the loader returned no model"));
@@ -386,7 +391,8 @@ TEST(KilnBackendSharing, WithSharingOffEachDelegateLoadsItsOwn) {
 }
 
 TEST(KilnBackendSharing, SharedModelOutlivesTheDelegateThatLoadedIt) {
-  Mlp mlp(13);
+  // A symbolic batch: the first run specializes, reading the weights from the package bytes.
+  Mlp mlp(13, ir::Dim::symbol("batch"));
   // Views without an owner: the first delegate must not leave the shared model reading them.
   auto first_data = std::make_unique<PackageData>(mlp.model, /*owned=*/false);
   auto first = Delegate::init(*first_data, true);
