@@ -3,6 +3,7 @@
 #include <kiln/backends/kiln/dispatch.h>
 #include <kiln/backends/kiln/manifest.h>
 #include <kiln/backends/kiln/model_loader_factory.h>
+#include <kiln/backends/kiln/shared_models.h>
 #include <kiln/engine/cache/default_dir.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/loader/model_loader.h>
@@ -30,7 +31,9 @@ namespace {
 constexpr int64_t kMaxThreads = 1024;
 
 // One delegate. Members are destroyed in reverse order: sessions and the loaded model (which
-// reference the package's model and weights) go before the package view and its bytes.
+// reference the package's model and weights) go before the package view and its bytes. With
+// share_multifunction_model the package moves into the SharedModel that `model` keeps alive
+// (package_bytes, package_copy and package are then empty).
 struct KilnDelegate {
   KilnBackendConfig config;
   Manifest manifest;
@@ -79,7 +82,9 @@ Status fetch_package(const runtime::BackendInitContext& context, KilnDelegate& d
   delegate.package_bytes = std::move(data).get();
   const auto* bytes = static_cast<const uint8_t*>(delegate.package_bytes.data());
   size_t size = delegate.package_bytes.size();
-  if (reinterpret_cast<uintptr_t>(bytes) % 8 != 0) {
+  // A shared model may outlive this delegate: bytes without an owner are copied.
+  bool borrowed = delegate.config.share_multifunction_model && !delegate.package_bytes.owner();
+  if (reinterpret_cast<uintptr_t>(bytes) % 8 != 0 || borrowed) {
     KILN_ASSIGN_OR_RETURN(delegate.package_copy, runtime::allocate_aligned(size));
     std::memcpy(delegate.package_copy.get(), bytes, size);
     bytes = delegate.package_copy.get();
@@ -272,15 +277,34 @@ Status load_model(KilnDelegate& delegate) {
                         delegate.config.compute_unit, delegate.config.expect_frequent_reshapes));
   engine::compile::CompileOptions compile;
   compile.num_threads = delegate.config.num_threads;
-  // TODO(share): share loaded models across delegates when share_multifunction_model is set.
-  ModelLoadRequest request{*delegate.package,
-                           delegate.config.compute_unit,
-                           delegate.config.expect_frequent_reshapes,
-                           options,
-                           compile,
-                           delegate.config.cache_dir};
-  KILN_ASSIGN_OR_RETURN(delegate.model, load_through_factory(request));
-  count_load(delegate.model->load_report());
+  auto load = [&]() -> Result<std::shared_ptr<engine::LoadedModel>> {
+    ModelLoadRequest request{*delegate.package,
+                             delegate.config.compute_unit,
+                             delegate.config.expect_frequent_reshapes,
+                             options,
+                             compile,
+                             delegate.config.cache_dir};
+    KILN_ASSIGN_OR_RETURN(auto model, load_through_factory(request));
+    count_load(model->load_report());
+    return model;
+  };
+  if (delegate.config.share_multifunction_model) {
+    SharedModelKey key{delegate.package->content_hash(), options.identifier(),
+                       delegate.config.cache_dir};
+    auto load_shared = [&]() -> Result<std::shared_ptr<SharedModel>> {
+      KILN_ASSIGN_OR_RETURN(auto model, load());
+      return SharedModel::adopt(std::move(delegate.package_bytes), std::move(delegate.package_copy),
+                                std::move(delegate.package), std::move(model));
+    };
+    KILN_ASSIGN_OR_RETURN(auto shared,
+                          SharedModelRegistry::instance().get_or_load(key, load_shared));
+    delegate.model = SharedModel::model_of(std::move(shared));
+    delegate.package.reset();  // on a shared hit: the shared model holds an equal package
+    delegate.package_copy.reset();
+    delegate.package_bytes.free();
+  } else {
+    KILN_ASSIGN_OR_RETURN(delegate.model, load());
+  }
   return bind_sessions(delegate);
 }
 
@@ -386,6 +410,10 @@ const KilnBackendConfig& KilnBackend::config_of(const runtime::DelegateHandle* h
 std::vector<std::vector<std::vector<int64_t>>> KilnBackend::accepted_input_shapes(
     const runtime::DelegateHandle* handle) {
   return static_cast<const KilnDelegate*>(handle)->sessions.accepted();
+}
+
+const engine::LoadedModel* KilnBackend::model_of(const runtime::DelegateHandle* handle) {
+  return static_cast<const KilnDelegate*>(handle)->model.get();
 }
 
 namespace {

@@ -6,6 +6,10 @@
 #include <string_view>
 #include <vector>
 
+namespace kiln::engine {
+class LoadedModel;
+}
+
 namespace kiln::backends {
 
 /// The id KilnBackend is registered under (in the shared `kiln` library, at static init).
@@ -21,9 +25,14 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   Trade-off: favour a shape-generic plan over one compiled plan per new shape. Takes effect
 ///   at init (part of the specialization identifier); the engine has no generic plan yet, so
 ///   today each new shape is still compiled once and kept.
-/// - `share_multifunction_model` (bool, default false): delegates loading the same package with
-///   the same specialization share one loaded model. Accepted and recorded; sharing is not
-///   implemented yet (each delegate loads its own model).
+/// - `share_multifunction_model` (bool, default false): delegates of the process (across methods
+///   and modules) that load the same package (by content hash) with the same specialization and
+///   `cache_dir` share one loaded model: one copy of the packed weights and one specialization
+///   per function and shape. Only delegates with the option on share; one with it off always
+///   loads its own. Trade-off: less memory and load time, but runs of the same function and
+///   shapes from different delegates are serialized, and the model keeps the `num_threads` of
+///   the delegate that loaded it. Takes effect at init (a second init waits for a load of the
+///   same key in flight). See `shared_models.h`.
 /// - `cache_dir` (string, default `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else
 ///   `~/.cache/kiln`; empty: no persistence): where specializations persist. Init looks the
 ///   compiled artifact of the model's static functions up there (a hit maps the pre-packed
@@ -111,6 +120,9 @@ class KilnBackend : public runtime::BackendInterface {
   /// init, so safe to call concurrently with `execute`.
   static std::vector<std::vector<std::vector<int64_t>>> accepted_input_shapes(
       const runtime::DelegateHandle* handle);
+  /// The loaded model a handle from `init` runs on; handles sharing a model return the same
+  /// pointer (for tools and tests). Valid while the handle lives.
+  static const engine::LoadedModel* model_of(const runtime::DelegateHandle* handle);
 };
 
 }  // namespace kiln::backends
