@@ -70,6 +70,9 @@ Result<DimEnumeration> parse_enumeration(const std::string& text) {
     std::string item = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     KILN_ASSIGN_OR_RETURN(int64_t value, parse_int(item, "value", text));
     if (value <= 0) return bad_flag(text, "value " + item + " is not positive");
+    if (value > int64_t{2147483647}) {
+      return bad_flag(text, "value " + item + " is above 2147483647, the largest dimension");
+    }
     if (!seen.insert(value).second) return bad_flag(text, "value " + item + " is listed twice");
     e.values.push_back(value);
     if (comma == std::string::npos) break;
@@ -112,13 +115,13 @@ Result<std::vector<EnumeratedFunction>> enumerate_function(
                         "' is '" + dim.to_string() +
                         "' (expected a symbolic dimension named by one symbol)");
     }
-    auto same = std::find_if(axes.begin(), axes.end(),
-                             [&](const Axis& a) { return a.symbol == symbol; });
+    auto same =
+        std::find_if(axes.begin(), axes.end(), [&](const Axis& a) { return a.symbol == symbol; });
     if (same != axes.end()) {
       if (same->values != e.values) {
         return Status(Error::InvalidArgument,
-                      flag + " lists other values for symbol '" + symbol + "' than " +
-                          same->flag + " (expected the same list for one symbolic dimension)");
+                      flag + " lists other values for symbol '" + symbol + "' than " + same->flag +
+                          " (expected the same list for one symbolic dimension)");
       }
       continue;
     }

@@ -28,8 +28,8 @@ runtime::Result<DimEnumeration> parse_enumeration(const std::string& text);
 
 /// One static function of an enumerated method.
 struct EnumeratedFunction {
-  std::string name;                          ///< `<method>_<partition>_<symbol>_<value>...`
-  std::map<std::string, int64_t> bindings;   ///< symbol → value
+  std::string name;                                ///< `<method>_<partition>_<symbol>_<value>...`
+  std::map<std::string, int64_t> bindings;         ///< symbol → value
   std::vector<std::vector<int64_t>> input_shapes;  ///< every input's shape, in input order
 };
 

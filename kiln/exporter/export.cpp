@@ -8,9 +8,9 @@ namespace kiln::exporter {
 runtime::Result<std::vector<uint8_t>> export_onnx_file(const std::string& onnx_path,
                                                        const ExportOptions& options) {
   if (options.backend != "portable" && options.backend != "kiln") {
-    return runtime::Status(runtime::Error::NotSupported,
-                           "export model '" + onnx_path + "': backend '" + options.backend +
-                               "' (expected 'kiln' or 'portable')");
+    return runtime::Status(runtime::Error::NotSupported, "export model '" + onnx_path +
+                                                             "': backend '" + options.backend +
+                                                             "' (expected 'kiln' or 'portable')");
   }
   for (const DimEnumeration& e : options.enumerations) {
     if (e.method != "forward") {
@@ -32,7 +32,8 @@ runtime::Result<std::vector<uint8_t>> export_onnx_file(const std::string& onnx_p
       return runtime::Status(runtime::Error::NotSupported,
                              "export model '" + onnx_path +
                                  "': --enumerate needs the kiln backend, which cannot take "
-                                 "method 'forward': " + *reason);
+                                 "method 'forward': " +
+                                 *reason);
     }
     if (options.on_note) {
       options.on_note("method 'forward' uses the portable lowering (reference kernels): " +
@@ -40,9 +41,9 @@ runtime::Result<std::vector<uint8_t>> export_onnx_file(const std::string& onnx_p
     }
   }
   if (!options.enumerations.empty()) {
-    return runtime::Status(runtime::Error::InvalidArgument,
-                           "export model '" + onnx_path +
-                               "': --enumerate needs --backend kiln (got 'portable')");
+    return runtime::Status(
+        runtime::Error::InvalidArgument,
+        "export model '" + onnx_path + "': --enumerate needs --backend kiln (got 'portable')");
   }
   KILN_RETURN_IF_ERROR(lower_to_portable(model, "forward", "forward", options, spec));
   return write_program(spec);

@@ -213,9 +213,9 @@ Status lower_to_kiln(const ir::Model& model, const std::string& function,
   call.delegate = 0;
   for (int input : graph->inputs) {
     const ir::Value& v = graph->values[static_cast<size_t>(input)];
-    method.values.push_back(
-        enumerated.empty() ? argument_value(v, options, method_name, /*is_input=*/true)
-                           : enumerated_input(v, method.inputs.size(), enumerated));
+    method.values.push_back(enumerated.empty()
+                                ? argument_value(v, options, method_name, /*is_input=*/true)
+                                : enumerated_input(v, method.inputs.size(), enumerated));
     int index = static_cast<int>(method.values.size()) - 1;
     method.inputs.push_back(index);
     method.input_names.push_back(v.name);
