@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 namespace kiln::exporter {
 namespace {
@@ -161,6 +162,8 @@ std::filesystem::path export_enumerated(const std::filesystem::path& dir,
 TEST(Enumerate, ExportedProgramRunsEachListedShapeAndRejectsOthers) {
   auto dir = std::filesystem::path(::testing::TempDir()) / "kiln_enumerate_e2e";
   std::filesystem::remove_all(dir);
+  const char* previous = std::getenv("KILN_CACHE_DIR");
+  std::string saved = previous != nullptr ? previous : "";
   setenv("KILN_CACHE_DIR", (dir / "cache").c_str(), 1);
   runtime::Status status;
   auto program = export_enumerated(dir, {"forward:x:1=4,8"}, &status);
@@ -184,7 +187,11 @@ TEST(Enumerate, ExportedProgramRunsEachListedShapeAndRejectsOthers) {
   ASSERT_FALSE(outputs.ok());
   EXPECT_THAT(outputs.status().message(), HasSubstr("input shapes ([1, 5])"));
   EXPECT_THAT(outputs.status().message(), HasSubstr("'forward_0_n_8'"));
-  unsetenv("KILN_CACHE_DIR");
+  if (previous != nullptr) {
+    setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  } else {
+    unsetenv("KILN_CACHE_DIR");
+  }
   std::filesystem::remove_all(dir);
 }
 
