@@ -1,5 +1,7 @@
 #include <kiln/engine/compile/shape_resolution.h>
 
+#include <kiln/kernels/broadcast.h>
+#include <kiln/kernels/kernels.h>
 #include <kiln/runtime/core/tensor.h>
 
 #include <map>
@@ -138,6 +140,106 @@ bool shape_is_data_independent(const ir::Node& node, const std::function<bool(in
     return false;
   }
   return true;
+}
+
+std::optional<std::vector<std::vector<int64_t>>> rule_shapes(
+    const ir::Node& node, const std::vector<std::optional<std::vector<int64_t>>>& input_sizes) {
+  static const std::set<std::string> kSameShape = {"Relu",
+                                                   "Sigmoid",
+                                                   "Tanh",
+                                                   "Erf",
+                                                   "Exp",
+                                                   "Log",
+                                                   "Sqrt",
+                                                   "Neg",
+                                                   "Abs",
+                                                   "Reciprocal",
+                                                   "Softmax",
+                                                   "LogSoftmax",
+                                                   "Gelu",
+                                                   "HardSwish",
+                                                   "LeakyRelu",
+                                                   "Elu",
+                                                   "Softplus",
+                                                   "Cast",
+                                                   "Identity",
+                                                   "Clip",
+                                                   "Sin",
+                                                   "Cos",
+                                                   "Floor",
+                                                   "Ceil",
+                                                   "Round",
+                                                   "Not",
+                                                   "Sign",
+                                                   "LayerNormalization",
+                                                   "BatchNormalization",
+                                                   "InstanceNormalization"};
+  static const std::set<std::string> kBroadcast = {"Add",
+                                                   "Sub",
+                                                   "Mul",
+                                                   "Div",
+                                                   "Pow",
+                                                   "Where",
+                                                   "Equal",
+                                                   "Less",
+                                                   "Greater",
+                                                   "LessOrEqual",
+                                                   "GreaterOrEqual",
+                                                   "And",
+                                                   "Or",
+                                                   "Xor",
+                                                   "Max",
+                                                   "Min",
+                                                   "Mod"};
+  if (!node.domain.empty() || node.outputs.empty() || node.inputs.empty()) return std::nullopt;
+  for (int input : node.inputs) {
+    if (input < 0) return std::nullopt;  // optional inputs change some rules: run the kernel
+  }
+  for (const auto& sizes : input_sizes) {
+    if (!sizes) return std::nullopt;
+  }
+  const std::vector<int64_t>& first = *input_sizes[0];
+  std::vector<int64_t> out;
+  if (kSameShape.count(node.op) != 0) {
+    // Only the first output (LayerNormalization's Mean and InvStdDev differ).
+    if (node.outputs.size() != 1) return std::nullopt;
+    out = first;
+  } else if (kBroadcast.count(node.op) != 0) {
+    if (node.outputs.size() != 1) return std::nullopt;
+    out = first;
+    for (size_t i = 1; i < input_sizes.size(); ++i) {
+      auto shape = kernels::broadcast_shape(out, *input_sizes[i]);
+      if (!shape.ok()) return std::nullopt;
+      out = *shape;
+    }
+  } else if (node.op == "MatMul") {
+    if (input_sizes.size() != 2 || node.outputs.size() != 1) return std::nullopt;
+    auto shape = kernels::matmul_shape(first, *input_sizes[1]);
+    if (!shape.ok()) return std::nullopt;
+    out = *shape;
+  } else if (node.op == "Transpose") {
+    if (node.outputs.size() != 1) return std::nullopt;
+    std::vector<int64_t> perm;
+    if (const ir::Attribute* a = node.attribute("perm")) {
+      const auto* values = std::get_if<std::vector<int64_t>>(&a->value);
+      if (values == nullptr) return std::nullopt;
+      perm = *values;
+    } else {
+      for (size_t i = first.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    }
+    if (perm.size() != first.size()) return std::nullopt;
+    std::vector<bool> seen(first.size(), false);
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(first.size()) || seen[static_cast<size_t>(p)]) {
+        return std::nullopt;
+      }
+      seen[static_cast<size_t>(p)] = true;
+      out.push_back(first[static_cast<size_t>(p)]);
+    }
+  } else {
+    return std::nullopt;
+  }
+  return std::vector<std::vector<int64_t>>{out};
 }
 
 }  // namespace kiln::engine::compile

@@ -26,4 +26,11 @@ runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes
 bool shape_is_data_independent(const ir::Node& node, const std::function<bool(int)>& is_constant,
                                const std::function<runtime::ScalarType(int)>& dtype_of);
 
+/// The output shapes of `node` computed from its input shapes alone, for the common ops whose
+/// rule is simple (element-wise and broadcasting ops, Softmax-like and normalization ops,
+/// MatMul, Transpose), so specialization need not run a kernel to learn them; nullopt for
+/// other ops, an input of unknown shape, or inputs the rule rejects (the kernel reports why).
+std::optional<std::vector<std::vector<int64_t>>> rule_shapes(
+    const ir::Node& node, const std::vector<std::optional<std::vector<int64_t>>>& input_sizes);
+
 }  // namespace kiln::engine::compile

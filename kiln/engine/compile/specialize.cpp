@@ -184,6 +184,17 @@ class Builder {
     auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
     auto dtype_of = [&](int v) { return slot(v).dtype; };
     if (!unresolved || !shape_is_data_independent(node, is_constant, dtype_of)) return;
+    // The common ops' shapes follow from their inputs' by a rule: no kernel run needed.
+    std::vector<std::optional<std::vector<int64_t>>> input_sizes;
+    for (int input : node.inputs) {
+      input_sizes.push_back(input >= 0 ? slot(input).sizes : std::nullopt);
+    }
+    if (auto shapes = rule_shapes(node, input_sizes)) {
+      for (size_t i = 0; i < node.outputs.size() && i < shapes->size(); ++i) {
+        if (node.outputs[i] >= 0) slot(node.outputs[i]).sizes = (*shapes)[i];
+      }
+      return;
+    }
     std::vector<std::unique_ptr<Slot>> saved;
     std::vector<int> inputs;
     for (int input : node.inputs) {
