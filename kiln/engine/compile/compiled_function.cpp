@@ -195,4 +195,30 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
   return Status();
 }
 
+runtime::Result<std::vector<runtime::Tensor>> weight_tensors(const ir::Model& model,
+                                                             const CompileOptions& options) {
+  bool external = !options.weight_data.empty();
+  if (external && options.weight_data.size() != model.weights.size()) {
+    return runtime::Status(
+        runtime::Error::InvalidArgument,
+        "specialize: weight_data has " + std::to_string(options.weight_data.size()) +
+            " entries (expected one per weight, " + std::to_string(model.weights.size()) + ")");
+  }
+  std::vector<runtime::Tensor> tensors;
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    const ir::Weight& w = model.weights[i];
+    runtime::Span<const uint8_t> bytes =
+        external ? options.weight_data[i] : runtime::Span<const uint8_t>(w.data);
+    KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(w.sizes));
+    if (bytes.size() != static_cast<size_t>(numel) * runtime::element_size(w.dtype)) {
+      return runtime::Status(runtime::Error::InvalidArgument,
+                             "specialize: weight '" + w.name + "' has " +
+                                 std::to_string(bytes.size()) + " bytes (expected " +
+                                 std::to_string(numel * runtime::element_size(w.dtype)) + ")");
+    }
+    tensors.emplace_back(w.dtype, w.sizes, const_cast<uint8_t*>(bytes.data()));
+  }
+  return tensors;
+}
+
 }  // namespace kiln::engine::compile

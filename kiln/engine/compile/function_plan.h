@@ -30,8 +30,8 @@ struct Slot {
   /// oneDNN's blocked nChw16c), which needs this many bytes; every step reading it reads that
   /// layout (see `propagate_layouts`). Its Tensor keeps the plain sizes.
   uint64_t native_bytes = 0;
-  runtime::EValue value;                      ///< Holds the Tensor steps read and write.
-  std::vector<uint8_t> storage;               ///< Dynamic values and folded constants.
+  runtime::EValue value;         ///< Holds the Tensor steps read and write.
+  std::vector<uint8_t> storage;  ///< Dynamic values and folded constants.
 
   runtime::Tensor& tensor() { return value.to_tensor(); }
 };
@@ -114,6 +114,16 @@ struct FusionContext {
 /// native. Errors: an op's own error when it cannot switch (not expected: only layouts the
 /// ops report are used).
 runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl);
+
+/// The native layout id in which the oneDNN step producing `value` computes it, or "" (no
+/// such step yet, a reference step, or a plain result). For `cpu::OpDesc::input_layouts`.
+std::string producer_layout(const CompiledFunctionImpl& impl, int value);
+
+/// The model's weights as tensors over their bytes (`options.weight_data` when given, else each
+/// weight's own data). Errors: InvalidArgument naming a weight whose byte count does not match
+/// its dtype and sizes, or a `weight_data` of the wrong length.
+runtime::Result<std::vector<runtime::Tensor>> weight_tensors(const ir::Model& model,
+                                                             const CompileOptions& options);
 
 /// The longest fusable chain after node `anchor`, or empty when nothing fuses.
 std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anchor);

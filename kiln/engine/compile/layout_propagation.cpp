@@ -16,6 +16,16 @@ struct Use {
 
 }  // namespace
 
+std::string producer_layout(const CompiledFunctionImpl& impl, int value) {
+  for (auto step = impl.steps.rbegin(); step != impl.steps.rend(); ++step) {
+    if (step->outputs.empty() || step->outputs[0] != value) continue;
+    if (step->cpu_op == nullptr) return std::string();
+    auto native = step->cpu_op->native_output_layout(0);
+    return native ? native->id : std::string();
+  }
+  return std::string();
+}
+
 runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl) {
   const size_t num_slots = impl.slots.size();
   std::vector<int> producer(num_slots, -1);

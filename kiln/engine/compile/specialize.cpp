@@ -323,16 +323,9 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
       constants[i] = &slot(v).tensor();
     }
     // The layout the value's producer computes it in, so the op can offer to read it so.
-    std::string layout;
-    if (options_.propagate_layouts && v >= 0 && constants[i] == nullptr) {
-      for (const Step& made_by : impl_->steps) {
-        if (made_by.cpu_op == nullptr || made_by.outputs.empty() || made_by.outputs[0] != v) {
-          continue;
-        }
-        if (auto native = made_by.cpu_op->native_output_layout(0)) layout = native->id;
-      }
-    }
-    desc.input_layouts.push_back(std::move(layout));
+    desc.input_layouts.push_back(options_.propagate_layouts && v >= 0 && constants[i] == nullptr
+                                     ? producer_layout(*impl_, v)
+                                     : std::string());
     // A model weight's content hash (verified when the package was read) names it for the
     // packed-constant store, which then need not hash the bytes again.
     int weight = v >= 0 ? graph_.values[static_cast<size_t>(v)].weight : -1;
@@ -464,31 +457,6 @@ Status Builder::plan_memory() {
     for (int v : step.outputs) step.cpu_outputs.push_back(&slot(v).tensor());
   }
   return Status();
-}
-
-Result<std::vector<Tensor>> weight_tensors(const ir::Model& model, const CompileOptions& options) {
-  bool external = !options.weight_data.empty();
-  if (external && options.weight_data.size() != model.weights.size()) {
-    return Status(Error::InvalidArgument, "specialize: weight_data has " +
-                                              std::to_string(options.weight_data.size()) +
-                                              " entries (expected one per weight, " +
-                                              std::to_string(model.weights.size()) + ")");
-  }
-  std::vector<Tensor> tensors;
-  for (size_t i = 0; i < model.weights.size(); ++i) {
-    const ir::Weight& w = model.weights[i];
-    runtime::Span<const uint8_t> bytes =
-        external ? options.weight_data[i] : runtime::Span<const uint8_t>(w.data);
-    KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(w.sizes));
-    if (bytes.size() != static_cast<size_t>(numel) * runtime::element_size(w.dtype)) {
-      return Status(Error::InvalidArgument,
-                    "specialize: weight '" + w.name + "' has " + std::to_string(bytes.size()) +
-                        " bytes (expected " +
-                        std::to_string(numel * runtime::element_size(w.dtype)) + ")");
-    }
-    tensors.emplace_back(w.dtype, w.sizes, const_cast<uint8_t*>(bytes.data()));
-  }
-  return tensors;
 }
 
 }  // namespace
