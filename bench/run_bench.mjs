@@ -278,6 +278,9 @@ function main() {
   }
   const parts = [table(rows, failures), summary(rows, args.backend)];
   if (notes.length) parts.push(notes.join('\n'));
+  log("layer throughput (kiln_cpu_bench, when built)");
+  const layers = layerThroughput(args);
+  if (layers) parts.push(layers);
   const text = parts.join('\n\n');
   console.log(text);
   log('done');
@@ -289,6 +292,34 @@ function main() {
     log(`wrote ${relative.startsWith('..') ? args.results : relative}`);
   }
   process.exit(failures.length ? 1 : 0);
+}
+
+// The conv and MatMul layers' throughput at one thread, as % of the FMA peak, from
+// kiln_cpu_bench (built with libbenchmark-dev) next to the kiln tool; null when it is absent.
+function layerThroughput(args) {
+  const binary = path.join(path.dirname(path.dirname(path.dirname(args.kiln))), 'kiln', 'engine',
+                           'cpu', 'kiln_cpu_bench');
+  if (!existsSync(binary)) return null;
+  const ran = spawnSync(binary, ['--benchmark_filter=BM_DnnlConv/.*/2|BM_DnnlMatMul',
+                                 '--benchmark_min_time=0.2', '--benchmark_format=json'],
+                        { encoding: 'utf8', maxBuffer: 1 << 26 });
+  if (ran.status !== 0) return `Layer throughput: kiln_cpu_bench failed (${ran.status}).`;
+  const report = JSON.parse(ran.stdout);
+  const lines = [
+    '### Conv and MatMul layers, 1 thread (`kiln_cpu_bench`, activations in the op\'s own ' +
+        'layout as inside a model)',
+    '',
+    '| layer | implementation | GFLOP/s | % of FMA peak (116 GFLOP/s per core) |',
+    '|---|---|---:|---:|',
+  ];
+  for (const b of report.benchmarks) {
+    const [name, impl] = `${b.label}`.split(' | ');
+    lines.push(`| ${name.replace(' native', '')} | ${impl} | ${(b['GFLOP/s']).toFixed(1)} | ` +
+               `${(b['%peak']).toFixed(0)} % |`);
+  }
+  lines.push('', 'Rates use wall time; above 100 % means the core outruns the 116 GFLOP/s ' +
+             'FMA-loop figure (or, for padded convs, that oneDNN skips the zero padding).');
+  return lines.join('\n');
 }
 
 main();

@@ -1,5 +1,7 @@
-// Conv throughput of the oneDNN CpuOp against the reference `conv` kernel at one thread, on
-// ResNet-18 3x3 layers, a 1x1 projection and a MobileNet depthwise 3x3 (batch 1, f32).
+// Conv throughput of the oneDNN CpuOp (with layout conversions, on plain NCHW, and native as
+// inside a model) against the reference `conv` kernel at one thread, on ResNet-18 3x3 layers, a
+// 1x1 projection and a MobileNet depthwise 3x3 (batch 1, f32); MatMul throughput on the GPT
+// benchmark model's layers.
 // Counters: GFLOP/s and the percentage of one core's FMA peak (116 GFLOP/s on the Zen 4
 // development machine; ../shared research notes). Run by hand, e.g.
 //   kiln_cpu_bench --benchmark_min_time=0.2
@@ -57,7 +59,8 @@ double flops(const Layer& l) {
 
 void report(benchmark::State& state, const Layer& l) {
   state.SetLabel(l.name);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["%peak"] = benchmark::Counter(flops(l) * 1e-9 / kPeakGflops * 100.0,
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -73,20 +76,83 @@ void BM_DnnlConv(benchmark::State& state) {
                  TensorDesc{ScalarType::Float32, {l.m, l.c / l.group, l.k, l.k}}};
   desc.constants = {nullptr, &data.wt};
   desc.num_threads = 1;
-  desc.activation_layout = state.range(1) ? ActivationLayout::Plain : ActivationLayout::Preferred;
+  desc.activation_layout =
+      state.range(1) == 1 ? ActivationLayout::Plain : ActivationLayout::Preferred;
   auto op = CpuOp::create(desc);
   if (!op.ok()) {
     state.SkipWithError(op.status().message().c_str());
     return;
   }
-  const Tensor* inputs[] = {&data.xt, nullptr};
-  Tensor* outputs[] = {&data.yt};
+  // Mode 2: activations stay in the op's own layout, as between Convs inside a model (layout
+  // propagation), so no conversion is timed. Buffers sized for that layout (padding included).
+  std::vector<float> native_x, native_y;
+  Tensor nx = data.xt, ny = data.yt;
+  if (state.range(1) == 2) {
+    if (auto in = (*op)->native_input_layout(0)) {
+      native_x.assign(in->bytes / sizeof(float) + 16, 0.5f);
+      nx = Tensor(ScalarType::Float32, {1, l.c, l.hw, l.hw}, native_x.data());
+      if (!(*op)->use_native_input(0).ok()) state.SkipWithError("native input");
+    }
+    if (auto out = (*op)->native_output_layout(0)) {
+      native_y.assign(out->bytes / sizeof(float) + 16, 0.0f);
+      ny = Tensor(ScalarType::Float32, {1, l.m, l.hw, l.hw}, native_y.data());
+      if (!(*op)->use_native_output(0).ok()) state.SkipWithError("native output");
+    }
+  }
+  const Tensor* inputs[] = {&nx, nullptr};
+  Tensor* outputs[] = {&ny};
   for (auto _ : state) {
     if (!(*op)->run(inputs, outputs).ok()) state.SkipWithError("run failed");
   }
   report(state, l);
-  state.SetLabel(std::string(l.name) + (state.range(1) ? " plain NCHW | " : " preferred | ") +
-                 (*op)->describe());
+  static const char* kModes[] = {" preferred+conversions | ", " plain NCHW | ", " native | "};
+  state.SetLabel(std::string(l.name) + kModes[state.range(1)] + (*op)->describe());
+}
+
+// MatMul layers of the GPT benchmark model (prefill at 128 tokens, d = 128, vocab 1000) with
+// constant weights, at one thread.
+struct MatMulLayer {
+  const char* name;
+  int64_t m, k, n;
+};
+const MatMulLayer kMatMuls[] = {
+    {"qkv 128x128x384", 128, 128, 384},       {"mlp up 128x128x512", 128, 128, 512},
+    {"mlp down 128x512x128", 128, 512, 128},  {"lm head 128x128x1000", 128, 128, 1000},
+    {"large 512x1024x1024", 512, 1024, 1024},
+};
+
+void BM_DnnlMatMul(benchmark::State& state) {
+  const MatMulLayer& l = kMatMuls[state.range(0)];
+  std::mt19937 generator(1);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(l.m * l.k)), b(static_cast<size_t>(l.k * l.n)),
+      c(static_cast<size_t>(l.m * l.n));
+  for (float& v : a) v = d(generator);
+  for (float& v : b) v = d(generator);
+  Tensor at(ScalarType::Float32, {l.m, l.k}, a.data()),
+      bt(ScalarType::Float32, {l.k, l.n}, b.data()), ct(ScalarType::Float32, {l.m, l.n}, c.data());
+  OpDesc desc;
+  desc.op = "MatMul";
+  desc.inputs = {TensorDesc{ScalarType::Float32, {l.m, l.k}},
+                 TensorDesc{ScalarType::Float32, {l.k, l.n}}};
+  desc.constants = {nullptr, &bt};
+  desc.num_threads = 1;
+  auto op = CpuOp::create(desc);
+  if (!op.ok()) {
+    state.SkipWithError(op.status().message().c_str());
+    return;
+  }
+  const Tensor* inputs[] = {&at, nullptr};
+  Tensor* outputs[] = {&ct};
+  for (auto _ : state) {
+    if (!(*op)->run(inputs, outputs).ok()) state.SkipWithError("run failed");
+  }
+  double flops = 2.0 * static_cast<double>(l.m * l.k * l.n);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["%peak"] = benchmark::Counter(flops * 1e-9 / kPeakGflops * 100.0,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(l.name) + " | " + (*op)->describe());
 }
 
 void BM_ReferenceConv(benchmark::State& state) {
@@ -107,7 +173,7 @@ void BM_ReferenceConv(benchmark::State& state) {
 void layers(benchmark::internal::Benchmark* b, bool layouts) {
   for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
     if (layouts) {
-      b->Args({i, 0})->Args({i, 1});
+      b->Args({i, 0})->Args({i, 1})->Args({i, 2});
     } else {
       b->Arg(i);
     }
@@ -118,6 +184,10 @@ void layers(benchmark::internal::Benchmark* b, bool layouts) {
 
 BENCHMARK(BM_DnnlConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, true); });
 BENCHMARK(BM_ReferenceConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, false); });
+BENCHMARK(BM_DnnlMatMul)
+    ->DenseRange(0, static_cast<int64_t>(std::size(kMatMuls)) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 
