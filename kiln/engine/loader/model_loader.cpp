@@ -142,7 +142,9 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   LoadReport& report = loaded->report_;
   std::vector<StaticFunction> functions = static_functions(model);
 
-  bool use_cache = cache != nullptr && !cache->dir().empty();
+  // Only functions specialized at load (static inputs) have an artifact to store; a model
+  // whose functions all have symbolic inputs specializes on first use of each shape, uncached.
+  bool use_cache = cache != nullptr && !cache->dir().empty() && !functions.empty();
   cache::CacheKey key;
   std::optional<std::vector<artifact::FunctionRecord>> cached;
   if (use_cache) {

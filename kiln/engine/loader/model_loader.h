@@ -69,7 +69,8 @@ struct FunctionPlacement {
 struct LoadReport {
   /// "hit": the compiled artifact came from the cache and its packed weights were used in
   /// place; "miss": the model was specialized and (unless a warning says otherwise) stored;
-  /// "off": no cache (none given, or its directory is empty).
+  /// "off": no cache (none given, or its directory is empty), or no function of the model has
+  /// static inputs (functions are then specialized on first use of each shape, uncached).
   std::string cache = "off";
   std::string cache_entry;         ///< The entry's file on a hit; empty otherwise.
   uint64_t packed_constants = 0;   ///< Weights packed (reordered) during the load.

@@ -232,6 +232,20 @@ TEST(ModelLoaderCache, NoCacheOrEmptyDirectoryIsOff) {
   EXPECT_EQ((*uncached)->load_report().cache, "off");
 }
 
+TEST(ModelLoaderCache, AModelWithoutStaticFunctionsIsNotCached) {
+  ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  PackageBytes package(model);
+  TempDir dir("symbolic");
+  cache::ModelCache cache(dir.path.string());
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  // Nothing is specialized at load, so there is nothing to store (not an empty "hit" later).
+  EXPECT_EQ((*loaded)->load_report().cache, "off");
+  EXPECT_EQ(cache.stats().stores, 0u);
+  EXPECT_EQ(cache.stats().misses, 0u);
+  expect_runs_like_reference(**loaded, model, 2);
+}
+
 TEST(ModelLoader, WeightsArePackedOnceForEveryShape) {
   ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
   auto loaded = ModelLoader::load(model, cpu_only());
