@@ -38,7 +38,9 @@ std::string symbol_name(const ir::Dim& dim) {
   return term.key;
 }
 
-std::string sanitized(const std::string& symbol) {
+}  // namespace
+
+std::string sanitized_symbol(const std::string& symbol) {
   std::string out;
   for (char c : symbol) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -46,8 +48,6 @@ std::string sanitized(const std::string& symbol) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<DimEnumeration> parse_enumeration(const std::string& text) {
   size_t first = text.find(':');
@@ -154,7 +154,8 @@ Result<std::vector<EnumeratedFunction>> enumerate_function(
     for (size_t a = 0; a < axes.size(); ++a) {
       int64_t value = axes[a].values[at[a]];
       f.bindings[axes[a].symbol] = value;
-      f.name += "_" + sanitized(axes[a].symbol) + "_" + std::to_string(value);
+      f.symbols.push_back(axes[a].symbol);
+      f.name += "_" + sanitized_symbol(axes[a].symbol) + "_" + std::to_string(value);
     }
     for (int input : graph.inputs) {
       std::vector<int64_t> shape;

@@ -30,6 +30,7 @@ runtime::Result<DimEnumeration> parse_enumeration(const std::string& text);
 struct EnumeratedFunction {
   std::string name;                                ///< `<method>_<partition>_<symbol>_<value>...`
   std::map<std::string, int64_t> bindings;         ///< symbol → value
+  std::vector<std::string> symbols;                ///< the enumerated symbols, in flag order
   std::vector<std::vector<int64_t>> input_shapes;  ///< every input's shape, in input order
 };
 
@@ -43,6 +44,9 @@ struct EnumeratedFunction {
 runtime::Result<std::vector<EnumeratedFunction>> enumerate_function(
     const engine::ir::Graph& graph, const std::string& method, int partition,
     const std::vector<DimEnumeration>& flags);
+
+/// `symbol` as it appears in function names: characters other than letters and digits → '_'.
+std::string sanitized_symbol(const std::string& symbol);
 
 /// `graph` with its inputs' shapes made static per `function` (renamed to its name).
 engine::ir::Graph static_function(const engine::ir::Graph& graph,

@@ -22,18 +22,46 @@ struct DimBound {
 };
 
 struct ExportOptions {
-  /// "kiln" (the default): the whole function becomes one KilnBackend delegate over a model
-  /// package, or (with a note) the portable lowering when the engine cannot run it.
-  /// "portable": reference kernels only.
+  /// "kiln" (the default): each partition of a method (its nodes between graph breaks, see
+  /// partition.h) becomes a KilnBackend delegate over a model package, or (with a note) runs on
+  /// the reference kernels when the engine cannot take it. "portable": reference kernels only.
   std::string backend = "kiln";
   std::vector<DimBound> bounds;
-  /// `--enumerate` flags: each enumerated method becomes one KilnBackend delegate over one
-  /// static function per combination of the listed sizes (kiln backend only).
+  /// `--enumerate` flags: each enumerated partition becomes one static function per
+  /// combination of the listed sizes, which its delegate dispatches to (kiln backend only).
   std::vector<DimEnumeration> enumerations;
+  /// `--multifunction`: every delegate's functions go into one model package shared by all
+  /// methods (`<method>_<i>`, weights stored once by content); else one package per delegate
+  /// with the function `main`.
+  bool multifunction = false;
+  /// `--expect-frequent-reshapes`: each delegate carries the compile spec
+  /// `expect_frequent_reshapes` = "true", the default of the load-time option.
+  bool expect_frequent_reshapes = false;
+  /// `--aot`: specialize each package at export and embed its compiled artifact.
+  bool aot = false;
   uint32_t segment_alignment = 4096;
   /// Receives notes a user should see (e.g. a fallback to the portable lowering). Optional.
   std::function<void(const std::string&)> on_note;
 };
+
+/// One method of a program to export: its name and the ONNX model it runs (graph "forward"
+/// of the import). Settings left empty take the ExportOptions' value.
+struct MethodSource {
+  std::string name;
+  std::string onnx_path;
+  std::optional<bool> multifunction;
+  std::optional<bool> expect_frequent_reshapes;
+  std::optional<bool> aot;
+};
+
+/// Imports each method's model and exports them as one program (DESIGN.md §5). Errors:
+/// InvalidArgument for no method, a duplicate or empty method name, methods that disagree on
+/// `multifunction` (naming those that are not), methods of one shared package that disagree on
+/// another compile setting (naming it), a flag naming an unknown method, multifunction or
+/// enumerations with the portable backend; as `import_onnx_file`, `enumerate_function` and the
+/// lowering otherwise.
+runtime::Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& methods,
+                                                     const ExportOptions& options = {});
 
 /// Lowers function `function` of `model` into method `method_name` of `spec`: one KernelCall per
 /// node, weights in segments (identical weights once), tensors of static shape in arenas planned
@@ -49,24 +77,8 @@ runtime::Status lower_to_portable(const engine::ir::Model& model, const std::str
 runtime::Status check_bounds(const engine::ir::Graph& graph, const std::string& method_name,
                              const ExportOptions& options);
 
-/// Why the engine cannot run function `function` of `model` as one KilnBackend delegate (a
-/// data-dependent If, an operator with no kernel, an output that is an input or a weight, a
-/// static function that fails to specialize, ...), or nothing when it can.
-std::optional<std::string> kiln_unsupported_reason(const engine::ir::Model& model,
-                                                   const std::string& function);
-
-/// Lowers function `function` of `model` into method `method_name` of `spec` as one
-/// KilnBackend delegate: the model package (the function alone, named "main") stored once as
-/// named data "kiln/package/<content hash hex>", a DelegateCall over the method's inputs and
-/// outputs (static tensors, or unbounded ones for symbolic dims; inputs bounded by `--bound`
-/// are planned up to the bound), and the JSON manifest as the delegate's processed bytes.
-/// Errors: as `check_bounds` and `write_package`; NotFound for an unknown function.
-runtime::Status lower_to_kiln(const engine::ir::Model& model, const std::string& function,
-                              const std::string& method_name, const ExportOptions& options,
-                              ProgramSpec& spec);
-
-/// Imports `onnx_path` and exports it as a one-method ("forward") program. Errors: as
-/// `import_onnx_file` and `lower_to_portable`.
+/// Imports `onnx_path` and exports it as a one-method ("forward") program: `export_program`
+/// with that one method.
 runtime::Result<std::vector<uint8_t>> export_onnx_file(const std::string& onnx_path,
                                                        const ExportOptions& options = {});
 

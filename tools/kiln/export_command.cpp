@@ -1,4 +1,5 @@
-// `kiln export MODEL.onnx -o OUT.kiln [--backend kiln|portable] [--bound METHOD:INPUT:DIM=MAX]...`
+// `kiln export [MODEL.onnx] -o OUT.kiln [--method NAME=MODEL.onnx]... [--multifunction]
+//  [--backend kiln|portable] [--bound ...]... [--enumerate ...]... [--expect-frequent-reshapes]`
 
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/writer/program_writer.h>
@@ -61,15 +62,32 @@ runtime::Result<exporter::DimBound> parse_bound(const std::string& text) {
   return bound;
 }
 
+// NAME=MODEL.onnx
+runtime::Result<exporter::MethodSource> parse_method(const std::string& text) {
+  size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0 || equals + 1 == text.size()) {
+    return Status(Error::InvalidArgument, "parse --method '" + text +
+                                              "': expected NAME=MODEL.onnx, e.g. "
+                                              "prefill=gpt_prefill.onnx");
+  }
+  return exporter::MethodSource{text.substr(0, equals), text.substr(equals + 1), {}, {}, {}};
+}
+
 Status run_export(const ExportArgs& args) {
-  if (!args.methods.empty() || args.multifunction || args.expect_frequent_reshapes ||
-      args.aot) {
-    return Status(Error::NotImplemented,
-                  "--method, --multifunction, --expect-frequent-reshapes and --aot are not "
-                  "implemented yet; this build exports one model (--backend kiln or portable, "
-                  "with --bound or --enumerate)");
+  std::vector<exporter::MethodSource> methods;
+  if (!args.model.empty()) methods.push_back({"forward", args.model, {}, {}, {}});
+  for (const auto& text : args.methods) {
+    KILN_ASSIGN_OR_RETURN(exporter::MethodSource m, parse_method(text));
+    methods.push_back(std::move(m));
+  }
+  if (methods.empty()) {
+    return Status(Error::InvalidArgument,
+                  "export: no model (expected MODEL.onnx or --method NAME=MODEL.onnx)");
   }
   exporter::ExportOptions options;
+  options.multifunction = args.multifunction;
+  options.expect_frequent_reshapes = args.expect_frequent_reshapes;
+  options.aot = args.aot;
   for (const auto& text : args.enumerations) {
     KILN_ASSIGN_OR_RETURN(exporter::DimEnumeration e, exporter::parse_enumeration(text));
     options.enumerations.push_back(std::move(e));
@@ -81,11 +99,13 @@ Status run_export(const ExportArgs& args) {
     options.bounds.push_back(bound);
   }
   auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(auto bytes, exporter::export_onnx_file(args.model, options));
+  KILN_ASSIGN_OR_RETURN(auto bytes, exporter::export_program(methods, options));
   KILN_RETURN_IF_ERROR(exporter::write_file_atomically(args.output, bytes));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count();
-  std::cout << "exported " << args.model << " -> " << args.output << " (" << bytes.size()
+  std::string sources;
+  for (const auto& m : methods) sources += (sources.empty() ? "" : ", ") + m.name + "=" + m.onnx_path;
+  std::cout << "exported " << sources << " -> " << args.output << " (" << bytes.size()
             << " bytes, backend " << args.backend << ", " << ms << " ms)\n";
   return Status();
 }
@@ -95,14 +115,14 @@ Status run_export(const ExportArgs& args) {
 Command add_export_command(CLI::App& root) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* app = root.add_subcommand("export", "Export an ONNX model to a .kiln program");
-  app->add_option("model", args->model, "ONNX model file")->required();
+  app->add_option("model", args->model, "ONNX model file (method 'forward')");
   app->add_option("-o,--output", args->output, "program file to write")->required();
   app->add_option("--backend", args->backend,
                   "kiln (compiled by the engine: the default) or portable (reference kernels)")
       ->check(CLI::IsMember({"portable", "kiln"}));
   app->add_option("--bound", args->bounds,
                   "METHOD:INPUT:DIM=MAX: plan a dynamic dimension statically up to MAX");
-  app->add_option("--method", args->methods, "NAME=MODEL.onnx: another method (kiln backend)");
+  app->add_option("--method", args->methods, "NAME=MODEL.onnx: a method and its model (repeatable)");
   app->add_option("--enumerate", args->enumerations,
                   "METHOD:INPUT:DIM=V1,V2,...: enumerated shapes (kiln backend)");
   app->add_flag("--multifunction", args->multifunction, "one shared model package (kiln backend)");

@@ -1,6 +1,7 @@
-// lower_to_portable: an IR function → a method of KernelCalls over planned memory.
-#include <kiln/exporter/export.h>
+// lower_method: an IR function → a method of DelegateCalls (partitions on KilnBackend) and
+// KernelCalls (the rest) over planned memory.
 #include <kiln/engine/plan/memory_planner.h>
+#include <kiln/exporter/lowering.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 #include <kiln/runtime/executor/program_verify.h>
 
@@ -10,6 +11,7 @@ namespace kiln::exporter {
 
 namespace ir = engine::ir;
 using runtime::Error;
+using runtime::Result;
 using runtime::ShapeDynamism;
 using runtime::Status;
 
@@ -19,36 +21,43 @@ class Lowering {
  public:
   Lowering(const ir::Model& model, const ir::Graph& graph, const ExportOptions& options,
            ProgramSpec& spec)
-      : model_(model), graph_(graph), options_(options), spec_(spec) {}
+      : model_(model), graph_(graph), options_(options), spec_(spec),
+        values_(graph.values.size(), -1) {}
 
-  Status run(const std::string& method_name) {
+  Status run(const std::string& method_name, const std::vector<Partition>& partitions,
+             const std::vector<DelegatedPartition>& delegated, PackageSet& packages) {
     method_.name = method_name;
-    KILN_RETURN_IF_ERROR(check_kernels());
-    for (size_t i = 0; i < graph_.values.size(); ++i) {
-      KILN_RETURN_IF_ERROR(add_value(static_cast<int>(i)));
-    }
+    KILN_RETURN_IF_ERROR(check_kernels(partitions, delegated));
     for (int input : graph_.inputs) {
-      method_.inputs.push_back(input);
-      method_.input_names.push_back(graph_.values[input].name);
+      KILN_ASSIGN_OR_RETURN(int index, value(input));
+      method_.inputs.push_back(index);
+      method_.input_names.push_back(graph_.values[static_cast<size_t>(input)].name);
+    }
+    std::vector<const DelegatedPartition*> delegate_of(partitions.size(), nullptr);
+    for (const DelegatedPartition& d : delegated) delegate_of[d.partition] = &d;
+    for (size_t p = 0; p < partitions.size(); ++p) {
+      if (delegate_of[p] != nullptr) {
+        KILN_RETURN_IF_ERROR(add_delegate_call(partitions[p], *delegate_of[p], packages));
+        continue;
+      }
+      for (int n : partitions[p].nodes) {
+        KILN_RETURN_IF_ERROR(add_node(graph_.nodes[static_cast<size_t>(n)]));
+      }
     }
     for (int output : graph_.outputs) {
-      method_.outputs.push_back(output);
-      method_.output_names.push_back(graph_.values[output].name);
+      KILN_ASSIGN_OR_RETURN(int index, value(output));
+      method_.outputs.push_back(index);
+      method_.output_names.push_back(graph_.values[static_cast<size_t>(output)].name);
     }
-    for (const auto& node : graph_.nodes) add_node(node);
     plan();
     spec_.methods.push_back(std::move(method_));
     return Status();
   }
 
  private:
-  static bool is_branching(const ir::Node& node) {
-    return node.op == "If" && node.regions.size() == 2;
-  }
-
   static void find_missing(const std::vector<ir::Node>& nodes, std::string& missing) {
     for (const auto& node : nodes) {
-      if (is_branching(node)) {
+      if (is_graph_break(node)) {
         for (const auto& region : node.regions) find_missing(region.nodes, missing);
         continue;
       }
@@ -59,18 +68,20 @@ class Lowering {
     }
   }
 
-  Status check_kernels() {
+  // Every node needs a reference kernel: delegated ones too, as the engine's fallback.
+  Status check_kernels(const std::vector<Partition>&, const std::vector<DelegatedPartition>&) {
     std::string missing;
     find_missing(graph_.nodes, missing);
     if (missing.empty()) return Status();
-    return Status(Error::OperatorMissing,
-                  "export function '" + graph_.name + "': no kernel implements " + missing);
+    return Status(Error::OperatorMissing, "export method '" + method_.name + "' (function '" +
+                                              graph_.name + "'): no kernel implements " +
+                                              missing);
   }
 
   int segment_of(int weight) {
     auto it = segments_.find(weight);
     if (it != segments_.end()) return it->second;
-    spec_.segments.push_back(model_.weights[weight].data);
+    spec_.segments.push_back(model_.weights[static_cast<size_t>(weight)].data);
     int segment = static_cast<int>(spec_.segments.size()) - 1;
     segments_[weight] = segment;
     return segment;
@@ -78,7 +89,7 @@ class Lowering {
 
   const DimBound* bound_for(int value, size_t dim) const {
     for (const auto& b : options_.bounds) {
-      if (b.method == method_.name && b.input == graph_.values[value].name &&
+      if (b.method == method_.name && b.input == graph_.values[static_cast<size_t>(value)].name &&
           b.dim == static_cast<int>(dim)) {
         return &b;
       }
@@ -86,12 +97,24 @@ class Lowering {
     return nullptr;
   }
 
-  Status add_value(int index) {
-    const ir::Value& v = graph_.values[index];
-    size_t rank = v.weight >= 0 ? model_.weights[v.weight].sizes.size() : v.type.shape.size();
+  // The method value of graph value `index`, added on first use (-1 stays -1: an absent input).
+  Result<int> value(int index) {
+    if (index < 0) return index;
+    int& mapped = values_[static_cast<size_t>(index)];
+    if (mapped >= 0) return mapped;
+    KILN_ASSIGN_OR_RETURN(ValueSpec spec, value_spec(index));
+    method_.values.push_back(std::move(spec));
+    mapped = static_cast<int>(method_.values.size()) - 1;
+    return mapped;
+  }
+
+  Result<ValueSpec> value_spec(int index) {
+    const ir::Value& v = graph_.values[static_cast<size_t>(index)];
+    size_t rank = v.weight >= 0 ? model_.weights[static_cast<size_t>(v.weight)].sizes.size()
+                                : v.type.shape.size();
     if (rank > runtime::kMaxTensorRank) {
       return Status(Error::NotSupported,
-                    "export function '" + graph_.name + "': value '" + v.name + "' has rank " +
+                    "export method '" + method_.name + "': value '" + v.name + "' has rank " +
                         std::to_string(rank) + " (programs hold tensors of rank at most " +
                         std::to_string(runtime::kMaxTensorRank) + ")");
     }
@@ -99,12 +122,11 @@ class Lowering {
     TensorSpec& t = value.tensor;
     t.dtype = v.type.dtype;
     if (v.weight >= 0) {
-      const ir::Weight& w = model_.weights[v.weight];
+      const ir::Weight& w = model_.weights[static_cast<size_t>(v.weight)];
       t.dtype = w.dtype;
       t.sizes = w.sizes;
       t.constant_segment = segment_of(v.weight);
-      method_.values.push_back(std::move(value));
-      return Status();
+      return value;
     }
     bool is_static = v.type.is_static();
     bool bounded = false;
@@ -127,8 +149,7 @@ class Lowering {
       t.dynamism = ShapeDynamism::Unbounded;
     }
     if (is_static) t.dim_names.clear();
-    method_.values.push_back(std::move(value));
-    return Status();
+    return value;
   }
 
   static bool dim_names_used(const std::vector<std::string>& names) {
@@ -139,7 +160,8 @@ class Lowering {
   }
 
   bool all_dims_known(int index, const TensorSpec& t) const {
-    const auto& shape = graph_.values[index].type.shape;
+    const auto& shape = graph_.values[static_cast<size_t>(index)].type.shape;
+    if (!graph_.values[static_cast<size_t>(index)].type.rank_known) return false;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (!shape[d].is_static() && bound_for(index, d) == nullptr) return false;
     }
@@ -154,12 +176,32 @@ class Lowering {
     return static_cast<int>(method_.values.size()) - 1;
   }
 
-  void add_node(const ir::Node& node) {
-    if (is_branching(node)) {
-      add_if(node);
-    } else {
-      add_instruction(node);
+  Status add_delegate_call(const Partition& partition, const DelegatedPartition& d,
+                           PackageSet& packages) {
+    InstructionSpec call;
+    call.kind = InstructionSpec::Kind::Delegate;
+    call.is_delegate = true;
+    call.delegate = static_cast<int>(method_.delegates.size());
+    for (int input : partition.inputs) {
+      KILN_ASSIGN_OR_RETURN(int index, value(input));
+      call.inputs.push_back(index);
     }
+    for (int output : partition.outputs) {
+      KILN_ASSIGN_OR_RETURN(int index, value(output));
+      call.outputs.push_back(index);
+    }
+    method_.instructions.push_back(std::move(call));
+    DelegateSpec delegate;
+    delegate.id = d.id;
+    delegate.backend_id = kKilnBackendId;
+    delegate.compile_specs = d.compile_specs;
+    packages.add_delegate(method_.name, method_.delegates.size(), d.package, d.manifest);
+    method_.delegates.push_back(std::move(delegate));
+    return Status();
+  }
+
+  Status add_node(const ir::Node& node) {
+    return is_graph_break(node) ? add_if(node) : add_instruction(node);
   }
 
   size_t add_jump_false(int condition) {
@@ -170,37 +212,46 @@ class Lowering {
     return method_.instructions.size() - 1;
   }
 
-  void add_branch(const ir::Node& node, const ir::Region& region) {
-    for (const auto& inner : region.nodes) add_node(inner);
+  Status add_branch(const ir::Node& node, const ir::Region& region) {
+    for (const auto& inner : region.nodes) KILN_RETURN_IF_ERROR(add_node(inner));
     for (size_t i = 0; i < node.outputs.size() && i < region.outputs.size(); ++i) {
       if (node.outputs[i] < 0) continue;
       InstructionSpec move;
       move.kind = InstructionSpec::Kind::Move;
-      move.inputs = {region.outputs[i]};
-      move.outputs = {node.outputs[i]};
+      KILN_ASSIGN_OR_RETURN(int source, value(region.outputs[i]));
+      KILN_ASSIGN_OR_RETURN(int destination, value(node.outputs[i]));
+      move.inputs = {source};
+      move.outputs = {destination};
       method_.instructions.push_back(std::move(move));
     }
+    return Status();
   }
 
   // If: jump to the else branch when the condition is false; the then branch ends with an
   // unconditional jump (on a constant false) past the else branch. Each branch moves its
   // results into the If's outputs. Jumps go forward only, as the runtime requires.
-  void add_if(const ir::Node& node) {
-    size_t to_else = add_jump_false(node.inputs[0]);
-    add_branch(node, node.regions[0]);
+  Status add_if(const ir::Node& node) {
+    KILN_ASSIGN_OR_RETURN(int condition, value(node.inputs[0]));
+    size_t to_else = add_jump_false(condition);
+    KILN_RETURN_IF_ERROR(add_branch(node, node.regions[0]));
     size_t to_end = add_jump_false(add_scalar(runtime::EValue(false)));
     method_.instructions[to_else].destination = static_cast<int>(method_.instructions.size());
-    add_branch(node, node.regions[1]);
+    KILN_RETURN_IF_ERROR(add_branch(node, node.regions[1]));
     method_.instructions[to_end].destination = static_cast<int>(method_.instructions.size());
+    return Status();
   }
 
-  void add_instruction(const ir::Node& node) {
+  Status add_instruction(const ir::Node& node) {
     InstructionSpec instruction;
     instruction.op = node.op;
-    instruction.inputs = node.inputs;
+    for (int input : node.inputs) {
+      KILN_ASSIGN_OR_RETURN(int index, value(input));
+      instruction.inputs.push_back(index);
+    }
     for (int output : node.outputs) {
       if (output >= 0) {
-        instruction.outputs.push_back(output);
+        KILN_ASSIGN_OR_RETURN(int index, value(output));
+        instruction.outputs.push_back(index);
         continue;
       }
       ValueSpec scratch;  // an optional output nobody reads
@@ -215,8 +266,8 @@ class Lowering {
       } else {
         int weight = std::get<ir::WeightRef>(attribute.value).weight;
         ValueSpec value;
-        value.tensor.dtype = model_.weights[weight].dtype;
-        value.tensor.sizes = model_.weights[weight].sizes;
+        value.tensor.dtype = model_.weights[static_cast<size_t>(weight)].dtype;
+        value.tensor.sizes = model_.weights[static_cast<size_t>(weight)].sizes;
         value.tensor.constant_segment = segment_of(weight);
         method_.values.push_back(std::move(value));
         index = static_cast<int>(method_.values.size()) - 1;
@@ -224,6 +275,7 @@ class Lowering {
       instruction.attributes.emplace_back(attribute.name, index);
     }
     method_.instructions.push_back(std::move(instruction));
+    return Status();
   }
 
   // Planned tensors (static or bounded, not constant) share one arena by lifetime.
@@ -270,6 +322,7 @@ class Lowering {
   const ExportOptions& options_;
   ProgramSpec& spec_;
   MethodSpec method_;
+  std::vector<int> values_;  // graph value → method value, -1 until used
   std::map<int, int> segments_;
 };
 
@@ -298,6 +351,14 @@ Status check_bounds(const ir::Graph& graph_ref, const std::string& method_name,
   return Status();
 }
 
+Status lower_method(const ir::Model& model, const ir::Graph& graph, const std::string& method,
+                    const ExportOptions& options, const std::vector<Partition>& partitions,
+                    const std::vector<DelegatedPartition>& delegated, PackageSet& packages,
+                    ProgramSpec& spec) {
+  KILN_RETURN_IF_ERROR(check_bounds(graph, method, options));
+  return Lowering(model, graph, options, spec).run(method, partitions, delegated, packages);
+}
+
 Status lower_to_portable(const ir::Model& model, const std::string& function,
                          const std::string& method_name, const ExportOptions& options,
                          ProgramSpec& spec) {
@@ -305,8 +366,9 @@ Status lower_to_portable(const ir::Model& model, const std::string& function,
   if (graph == nullptr) {
     return Status(Error::NotFound, "export function '" + function + "': no such function");
   }
-  KILN_RETURN_IF_ERROR(check_bounds(*graph, method_name, options));
-  return Lowering(model, *graph, options, spec).run(method_name);
+  PackageSet unused(false);
+  return lower_method(model, *graph, method_name, options, partition_graph(*graph), {}, unused,
+                      spec);
 }
 
 }  // namespace kiln::exporter

@@ -1,0 +1,248 @@
+// plan_delegates: which partitions of a method run on KilnBackend, and the functions of their
+// model packages; PackageSet: the packages, stored once as named data.
+#include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/package/package.h>
+#include <kiln/exporter/enumerate.h>
+#include <kiln/exporter/lowering.h>
+#include <kiln/runtime/executor/program_verify.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace kiln::exporter {
+
+namespace ir = engine::ir;
+using runtime::Error;
+using runtime::Result;
+using runtime::Status;
+
+namespace {
+
+constexpr const char* kSingleFunction = "main";
+
+std::optional<std::string> unsupported_interface(const ir::Graph& graph) {
+  for (int input : graph.inputs) {
+    const ir::Value& v = graph.values[static_cast<size_t>(input)];
+    if (!v.type.rank_known || v.type.shape.size() > runtime::kMaxTensorRank) {
+      return "input '" + v.name + "' has an unknown rank or one above " +
+             std::to_string(runtime::kMaxTensorRank);
+    }
+  }
+  for (int output : graph.outputs) {
+    const ir::Value& v = graph.values[static_cast<size_t>(output)];
+    if (!v.type.rank_known || v.type.shape.size() > runtime::kMaxTensorRank) {
+      return "output '" + v.name + "' has an unknown rank or one above " +
+             std::to_string(runtime::kMaxTensorRank);
+    }
+  }
+  if (graph.outputs.empty()) return std::string("it computes nothing the method uses");
+  return std::nullopt;
+}
+
+// A static function is specialized once here so that what the engine rejects (shapes it cannot
+// resolve, kernels failing on constants) falls back at export, not at load.
+std::optional<std::string> unsupported_specialization(const ir::Model& model,
+                                                      const ir::Graph& graph) {
+  std::vector<std::vector<int64_t>> sizes;
+  for (int input : graph.inputs) {
+    auto s = graph.values[static_cast<size_t>(input)].type.static_sizes();
+    if (!s) return std::nullopt;
+    sizes.push_back(*s);
+  }
+  engine::specialization::SpecializationOptions options;
+  options.allowed_kinds = {engine::specialization::ComputeKind::Cpu};
+  auto compiled = engine::compile::specialize(model, graph.name, sizes, options);
+  if (compiled.ok()) return std::nullopt;
+  return "the engine cannot specialize it: " + compiled.status().message();
+}
+
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// The static functions partition function `graph` expands into under the method's enumerated
+// combinations: one per distinct set of input shapes, named after the symbols its inputs use.
+// Empty when its inputs use no enumerated symbol; nullopt when a shape cannot be evaluated
+// (a data-dependent dim).
+std::optional<std::vector<EnumeratedFunction>> enumerate_partition(
+    const ir::Graph& graph, const std::string& prefix,
+    const std::vector<EnumeratedFunction>& combinations) {
+  std::set<std::string> used;
+  for (int input : graph.inputs) {
+    for (const ir::Dim& dim : graph.values[static_cast<size_t>(input)].type.shape) {
+      collect_symbols(dim, used);
+    }
+  }
+  std::vector<EnumeratedFunction> functions;
+  std::set<std::vector<std::vector<int64_t>>> seen;
+  for (const EnumeratedFunction& combination : combinations) {
+    bool relevant = false;
+    for (const std::string& symbol : combination.symbols) relevant |= used.count(symbol) > 0;
+    if (!relevant) return std::vector<EnumeratedFunction>{};
+    EnumeratedFunction f;
+    f.name = prefix;
+    for (const std::string& symbol : combination.symbols) {
+      if (used.count(symbol) == 0) continue;
+      int64_t value = combination.bindings.at(symbol);
+      f.bindings[symbol] = value;
+      f.symbols.push_back(symbol);
+      f.name += "_" + sanitized_symbol(symbol) + "_" + std::to_string(value);
+    }
+    for (int input : graph.inputs) {
+      std::vector<int64_t> shape;
+      for (const ir::Dim& dim : graph.values[static_cast<size_t>(input)].type.shape) {
+        auto size = dim.evaluate(f.bindings);
+        if (!size.ok()) return std::nullopt;
+        shape.push_back(*size);
+      }
+      f.input_shapes.push_back(std::move(shape));
+    }
+    if (seen.insert(f.input_shapes).second) functions.push_back(std::move(f));
+  }
+  return functions;
+}
+
+nlohmann::json interface_names(const ir::Graph& graph, const std::vector<int>& values) {
+  nlohmann::json names = nlohmann::json::array();
+  for (int v : values) names.push_back(graph.values[static_cast<size_t>(v)].name);
+  return names;
+}
+
+}  // namespace
+
+ir::Model& PackageSet::package_for_delegate(int& index) {
+  if (!multifunction_ || packages_.empty()) {
+    packages_.push_back(std::make_unique<ir::Model>());
+    claims_.emplace_back();
+  }
+  index = static_cast<int>(packages_.size()) - 1;
+  return *packages_.back();
+}
+
+Status PackageSet::claim(int package, const std::string& function, const std::string& delegate) {
+  for (const auto& [name, owner] : claims_[static_cast<size_t>(package)]) {
+    if (name == function) {
+      return Status(Error::InvalidArgument,
+                    "export: delegates '" + owner + "' and '" + delegate +
+                        "' both make function '" + function +
+                        "' of the shared model package (expected distinct function names; "
+                        "rename a method)");
+    }
+  }
+  claims_[static_cast<size_t>(package)].emplace_back(function, delegate);
+  return Status();
+}
+
+void PackageSet::add_delegate(const std::string& method, size_t delegate_index, int package,
+                              nlohmann::json manifest) {
+  pending_.push_back(Pending{method, delegate_index, package, std::move(manifest)});
+}
+
+Status PackageSet::finish(ProgramSpec& spec) {
+  std::vector<std::string> keys;
+  for (const auto& model : packages_) {
+    auto bytes = engine::package::write_package(*model);
+    if (!bytes.ok()) return bytes.status().with_context("export model package");
+    auto view = engine::package::PackageView::open(*bytes);
+    if (!view.ok()) return view.status().with_context("export model package");
+    std::string key = "kiln/package/" + hex64(view->content_hash());
+    keys.push_back(key);
+    bool stored = false;
+    for (const auto& [existing, segment] : spec.named_data) stored = stored || existing == key;
+    if (stored) continue;
+    spec.segments.push_back(std::move(bytes).get());
+    spec.named_data.emplace_back(key, static_cast<int>(spec.segments.size()) - 1);
+  }
+  for (Pending& p : pending_) {
+    p.manifest["package"] = keys[static_cast<size_t>(p.package)];
+    for (MethodSpec& method : spec.methods) {
+      if (method.name != p.method) continue;
+      std::string text = p.manifest.dump();
+      method.delegates[p.delegate].processed.assign(text.begin(), text.end());
+    }
+  }
+  return Status();
+}
+
+Result<std::vector<DelegatedPartition>> plan_delegates(const ir::Model& model,
+                                                       const ir::Graph& graph,
+                                                       const std::string& method,
+                                                       const std::vector<Partition>& partitions,
+                                                       const ExportOptions& options,
+                                                       PackageSet& packages) {
+  std::vector<EnumeratedFunction> combinations;
+  bool enumerates = false;
+  for (const DimEnumeration& e : options.enumerations) enumerates |= e.method == method;
+  if (enumerates) {
+    KILN_ASSIGN_OR_RETURN(combinations,
+                          enumerate_function(graph, method, 0, options.enumerations));
+  }
+  std::vector<DelegatedPartition> delegated;
+  bool any_enumerated = false;
+  for (size_t p = 0; p < partitions.size(); ++p) {
+    if (partitions[p].is_break) continue;
+    std::string id = method + "_" + std::to_string(delegated.size());
+    ir::Model scratch;
+    scratch.functions.push_back(extract_partition(model, graph, partitions[p], id, scratch));
+    const ir::Graph& function = scratch.functions.back();
+    std::optional<std::vector<EnumeratedFunction>> expanded;
+    if (enumerates) expanded = enumerate_partition(function, id, combinations);
+    if (enumerates && !expanded && options.on_note) {
+      options.on_note("partition '" + id + "' of method '" + method +
+                      "' has inputs of data-dependent shape: it is not enumerated");
+    }
+    bool is_enumerated = expanded && !expanded->empty();
+    std::optional<std::string> reason = unsupported_interface(function);
+    if (!reason && !is_enumerated) reason = unsupported_specialization(scratch, function);
+    if (reason) {
+      if (options.on_note) {
+        options.on_note("nodes '" + graph.nodes[static_cast<size_t>(partitions[p].nodes[0])].name +
+                        "'.. of method '" + method +
+                        "' use the portable lowering (reference kernels): " + *reason);
+      }
+      continue;
+    }
+    DelegatedPartition d;
+    d.partition = p;
+    d.id = id;
+    ir::Model& package = packages.package_for_delegate(d.package);
+    ir::Graph in_package = extract_partition(model, graph, partitions[p], id, package);
+    d.manifest = {{"input_names", interface_names(function, function.inputs)},
+                  {"output_names", interface_names(function, function.outputs)}};
+    if (is_enumerated) {
+      any_enumerated = true;
+      d.manifest["enumerated"] = true;
+      d.manifest["enumerated_functions"] = nlohmann::json::array();
+      for (const EnumeratedFunction& f : *expanded) {
+        KILN_RETURN_IF_ERROR(packages.claim(d.package, f.name, id));
+        package.functions.push_back(static_function(in_package, f));
+        d.manifest["enumerated_functions"].push_back(
+            {{"function", f.name}, {"input_shapes", f.input_shapes}});
+      }
+    } else {
+      std::string name = options.multifunction ? id : kSingleFunction;
+      KILN_RETURN_IF_ERROR(packages.claim(d.package, name, id));
+      in_package.name = name;
+      package.functions.push_back(std::move(in_package));
+      d.manifest["function"] = name;
+    }
+    if (options.expect_frequent_reshapes) {
+      d.compile_specs.emplace_back("expect_frequent_reshapes",
+                                   std::vector<uint8_t>{'t', 'r', 'u', 'e'});
+    }
+    delegated.push_back(std::move(d));
+  }
+  if (enumerates && !any_enumerated) {
+    return Status(Error::InvalidArgument,
+                  "export method '" + method +
+                      "': --enumerate has nothing to expand (expected a partition on KilnBackend "
+                      "whose inputs use the enumerated dimensions; see the notes for why none "
+                      "runs there)");
+  }
+  return delegated;
+}
+
+}  // namespace kiln::exporter

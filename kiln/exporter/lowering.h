@@ -1,0 +1,85 @@
+#pragma once
+
+// Internal to the exporter: the pieces `export_program` combines. A method is partitioned
+// (partition.h); `plan_delegates` decides which partitions become KilnBackend delegates and
+// puts their functions into model packages (a PackageSet); `lower_method` writes the method
+// (DelegateCalls and KernelCalls over planned memory); `PackageSet::finish` stores the
+// packages as named data and completes each delegate's manifest.
+
+#include <kiln/exporter/export.h>
+#include <kiln/exporter/partition.h>
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::exporter {
+
+inline constexpr const char* kKilnBackendId = "KilnBackend";
+
+/// A partition that runs as a KilnBackend delegate.
+struct DelegatedPartition {
+  size_t partition = 0;  ///< Index into the method's partitions.
+  std::string id;        ///< "<method>_<i>".
+  int package = -1;      ///< Index into the PackageSet.
+  nlohmann::json manifest;  ///< Without "package" (known once the package is written).
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> compile_specs;
+};
+
+/// The model packages of a program: one shared by every delegate (`multifunction`), or one per
+/// delegate. Identical packages are stored once.
+class PackageSet {
+ public:
+  explicit PackageSet(bool multifunction) : multifunction_(multifunction) {}
+
+  /// The package the next delegate's functions go into (`index` receives its index).
+  engine::ir::Model& package_for_delegate(int& index);
+  /// Records that `function` of package `package` belongs to delegate `delegate`. Errors:
+  /// InvalidArgument naming both delegates when another one already has a function so named.
+  runtime::Status claim(int package, const std::string& function, const std::string& delegate);
+  /// Records that delegate `delegate_index` of method `method` uses `package` with `manifest`.
+  void add_delegate(const std::string& method, size_t delegate_index, int package,
+                    nlohmann::json manifest);
+  /// Writes each package into `spec` as named data "kiln/package/<content hash hex>" and the
+  /// manifests into their delegates' processed bytes. Errors: as `engine::package::write_package`.
+  runtime::Status finish(ProgramSpec& spec);
+
+ private:
+  struct Pending {
+    std::string method;
+    size_t delegate = 0;
+    int package = -1;
+    nlohmann::json manifest;
+  };
+  bool multifunction_;
+  std::vector<std::unique_ptr<engine::ir::Model>> packages_;
+  std::vector<std::vector<std::pair<std::string, std::string>>> claims_;  // function, delegate
+  std::vector<Pending> pending_;
+};
+
+/// Decides, for each partition of `graph` (function of `model`, exported as method `method`),
+/// whether it runs on KilnBackend (options.backend "kiln", its inputs of known rank, and a
+/// static one must specialize) and adds its functions to `packages`: `<method>_<i>` (or "main"
+/// in a package of its own), or one static function per enumerated combination. Partitions
+/// left to the reference kernels are reported through `options.on_note`. Errors: as
+/// `enumerate_function`; InvalidArgument when an enumerated method has no delegated partition
+/// to enumerate, or when two delegates' functions share a name.
+runtime::Result<std::vector<DelegatedPartition>> plan_delegates(
+    const engine::ir::Model& model, const engine::ir::Graph& graph, const std::string& method,
+    const std::vector<Partition>& partitions, const ExportOptions& options,
+    PackageSet& packages);
+
+/// Lowers `graph` into method `method` of `spec`: DelegateCalls for `delegated` partitions
+/// (registered with `packages`), KernelCalls for the rest, memory planned by lifetime. Errors:
+/// OperatorMissing naming the operator, node and method when no kernel implements a node that
+/// runs on the reference kernels; NotSupported for a value of too high a rank.
+runtime::Status lower_method(const engine::ir::Model& model, const engine::ir::Graph& graph,
+                             const std::string& method, const ExportOptions& options,
+                             const std::vector<Partition>& partitions,
+                             const std::vector<DelegatedPartition>& delegated,
+                             PackageSet& packages, ProgramSpec& spec);
+
+}  // namespace kiln::exporter
