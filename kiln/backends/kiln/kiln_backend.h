@@ -56,6 +56,8 @@ struct KilnBackendConfig {
   bool share_multifunction_model = false;
   std::string cache_dir;
   int num_threads = 1;
+  /// The `aot_artifact` compile spec (a named-data key); empty when the delegate has none.
+  std::string aot_artifact;
 };
 
 /// The default `cache_dir` from the environment (see the option), "" when no home is known.
@@ -67,6 +69,9 @@ struct KilnLoadCounters {
   uint64_t cache_hits = 0;    ///< inits whose compiled artifact came from the cache
   uint64_t cache_misses = 0;  ///< inits that specialized and stored (or tried to)
   uint64_t uncached = 0;      ///< inits with an empty `cache_dir`
+  /// inits that installed their delegate's embedded compiled artifact (`aot_artifact` compile
+  /// spec) into the cache; an artifact not used adds a warning instead
+  uint64_t aot = 0;
   uint64_t warnings = 0;      ///< cache problems met (entries not used, stores that failed)
   std::vector<std::string> recent_warnings;  ///< the last 16, oldest first
 };
