@@ -51,8 +51,8 @@ Result<KilnCompileSpecs> parse_compile_specs(runtime::Span<const runtime::Compil
     const std::string value(spec.value.begin(), spec.value.end());
     if (spec.key == kExpectFrequentReshapesSpec) {
       if (value != "true" && value != "false") {
-        return bad_spec(spec.key, "has value '" + printable(spec.value) +
-                                      "' (expected 'true' or 'false')");
+        return bad_spec(spec.key,
+                        "has value '" + printable(spec.value) + "' (expected 'true' or 'false')");
       }
       parsed.expect_frequent_reshapes = value == "true";
     } else if (spec.key == kAotArtifactSpec) {
@@ -60,9 +60,10 @@ Result<KilnCompileSpecs> parse_compile_specs(runtime::Span<const runtime::Compil
       parsed.aot_artifact = value;
     } else {
       auto hint = runtime::closest_match(spec.key, known);
-      return bad_spec(spec.key, "is unknown (expected one of 'expect_frequent_reshapes', "
-                                "'aot_artifact')" +
-                                    (hint ? "; did you mean '" + *hint + "'?" : std::string()));
+      return bad_spec(spec.key,
+                      "is unknown (expected one of 'expect_frequent_reshapes', "
+                      "'aot_artifact')" +
+                          (hint ? "; did you mean '" + *hint + "'?" : std::string()));
     }
   }
   return parsed;
@@ -77,8 +78,7 @@ AotInstallResult install_aot_artifact(const std::string& name,
   const std::string not_used = "embedded compiled artifact '" + name + "' not used: ";
   const std::string compiling = " (the model is compiled instead)";
   if (cache_dir.empty()) {
-    return {false, not_used + "cache_dir is empty (no persistence to install it into)" +
-                       compiling};
+    return {false, not_used + "cache_dir is empty (no persistence to install it into)" + compiling};
   }
   auto key = engine::ModelLoader::cache_key(package, options, compile);
   if (!key.ok()) return {false, not_used + key.status().message() + compiling};
@@ -92,10 +92,10 @@ AotInstallResult install_aot_artifact(const std::string& name,
   }
   if (cache.stats().stores == 0) {
     auto warnings = cache.warnings();
-    return {false, not_used +
-                       (warnings.empty() ? std::string("the cache did not store it")
-                                         : warnings.back()) +
-                       compiling};
+    return {false,
+            not_used +
+                (warnings.empty() ? std::string("the cache did not store it") : warnings.back()) +
+                compiling};
   }
   return {true, ""};
 }

@@ -1,8 +1,8 @@
 #pragma once
 
+#include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/specialization_options.h>
-#include <kiln/engine/compile/compiled_function.h>
 #include <kiln/runtime/backend/interface.h>
 #include <kiln/runtime/core/result.h>
 

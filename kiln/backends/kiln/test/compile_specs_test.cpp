@@ -38,9 +38,8 @@ const std::vector<uint8_t>& package() {
 std::vector<uint8_t> artifact(bool expect_frequent_reshapes) {
   std::vector<uint64_t> words((package().size() + 7) / 8);
   std::memcpy(words.data(), package().data(), package().size());
-  auto view = engine::package::PackageView::open(
-      runtime::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(words.data()),
-                                   package().size()));
+  auto view = engine::package::PackageView::open(runtime::Span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(words.data()), package().size()));
   EXPECT_TRUE(view.ok()) << view.status();
   auto options = engine::specialization::SpecializationOptions::from_compute_unit(
       "all", expect_frequent_reshapes);
@@ -116,16 +115,16 @@ TEST(ParseCompileSpecs, RejectsUnknownKeysBadValuesAndRepeats) {
   EXPECT_THAT(unknown.status().message(),
               HasSubstr("expected one of 'expect_frequent_reshapes', 'aot_artifact'"));
   EXPECT_THAT(unknown.status().message(), HasSubstr("did you mean 'aot_artifact'?"));
-  auto bad = parse_compile_specs(
-      std::vector<CompileSpec>{{"expect_frequent_reshapes", {'1', 0xff}}});
+  auto bad =
+      parse_compile_specs(std::vector<CompileSpec>{{"expect_frequent_reshapes", {'1', 0xff}}});
   EXPECT_EQ(bad.status().code(), Error::InvalidArgument);
   EXPECT_THAT(bad.status().message(),
               HasSubstr("'expect_frequent_reshapes' has value '1\\xff' (expected 'true' or "
                         "'false')"));
   auto empty = parse_compile_specs(std::vector<CompileSpec>{{"aot_artifact", {}}});
   EXPECT_THAT(empty.status().message(), HasSubstr("'aot_artifact' is empty"));
-  auto twice = parse_compile_specs(std::vector<CompileSpec>{
-      {"aot_artifact", bytes_of("a")}, {"aot_artifact", bytes_of("b")}});
+  auto twice = parse_compile_specs(
+      std::vector<CompileSpec>{{"aot_artifact", bytes_of("a")}, {"aot_artifact", bytes_of("b")}});
   EXPECT_THAT(twice.status().message(), HasSubstr("'aot_artifact' is given twice"));
 }
 

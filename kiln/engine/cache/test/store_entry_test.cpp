@@ -37,10 +37,9 @@ std::vector<uint8_t> read_file(const std::string& path) {
 class StoreEntryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() / ("kiln_store_entry_test_" + std::to_string(getpid()) +
-                                         "_" + ::testing::UnitTest::GetInstance()
-                                                   ->current_test_info()
-                                                   ->name()))
+    dir_ = (fs::temp_directory_path() /
+            ("kiln_store_entry_test_" + std::to_string(getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
                .string();
     fs::remove_all(dir_);
   }
