@@ -1,5 +1,6 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 
+#include <kiln/backends/kiln/compile_specs.h>
 #include <kiln/backends/kiln/dispatch.h>
 #include <kiln/backends/kiln/manifest.h>
 #include <kiln/backends/kiln/model_loader_factory.h>
@@ -56,10 +57,14 @@ std::string where(const runtime::BackendInitContext& context) {
   return "init delegate '" + context.delegate_id() + "' of method '" + context.method_name() + "'";
 }
 
-Result<KilnBackendConfig> read_config(const runtime::BackendInitContext& context) {
+// Defaults, then the compile specs (export-time defaults), then the load-time options.
+Result<KilnBackendConfig> read_config(const runtime::BackendInitContext& context,
+                                      const KilnCompileSpecs& specs) {
   KilnBackendConfig config;
   config.cache_dir = default_cache_dir();
   config.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  config.expect_frequent_reshapes = specs.expect_frequent_reshapes.value_or(false);
+  config.aot_artifact = specs.aot_artifact;
   KILN_ASSIGN_OR_RETURN(auto unit, context.get_option<std::string>(kComputeUnitKey));
   if (unit) config.compute_unit = *unit;
   KILN_ASSIGN_OR_RETURN(auto reshapes, context.get_option<bool>(kExpectFrequentReshapesKey));
@@ -257,26 +262,65 @@ Status bind_sessions(KilnDelegate& delegate) {
 std::mutex counters_mutex;
 KilnLoadCounters counters;
 
+// Callers hold counters_mutex.
+void add_warning(const std::string& warning) {
+  ++counters.warnings;
+  counters.recent_warnings.push_back(warning);
+  if (counters.recent_warnings.size() > 16) {
+    counters.recent_warnings.erase(counters.recent_warnings.begin());
+  }
+}
+
 void count_load(const engine::LoadReport& report) {
   std::lock_guard<std::mutex> lock(counters_mutex);
   if (report.cache == "hit") ++counters.cache_hits;
   if (report.cache == "miss") ++counters.cache_misses;
   if (report.cache == "off") ++counters.uncached;
-  for (const std::string& warning : report.warnings) {
-    ++counters.warnings;
-    counters.recent_warnings.push_back(warning);
-    if (counters.recent_warnings.size() > 16) {
-      counters.recent_warnings.erase(counters.recent_warnings.begin());
-    }
+  for (const std::string& warning : report.warnings) add_warning(warning);
+}
+
+// What a delegate's load asks the engine for; the embedded artifact's key is computed from the
+// same values, so what it installs is what the load looks up.
+struct LoadSettings {
+  engine::specialization::SpecializationOptions options;
+  engine::compile::CompileOptions compile;
+};
+
+Result<LoadSettings> load_settings(const KilnBackendConfig& config) {
+  LoadSettings settings;
+  KILN_ASSIGN_OR_RETURN(settings.options,
+                        engine::specialization::SpecializationOptions::from_compute_unit(
+                            config.compute_unit, config.expect_frequent_reshapes));
+  settings.compile.num_threads = config.num_threads;
+  return settings;
+}
+
+// Installs the `aot_artifact` compile spec's artifact into the cache (see compile_specs.h).
+// Errors: the named data's (NotFound) when the program lacks the key the spec names.
+Status install_embedded_artifact(const runtime::BackendInitContext& context,
+                                 const KilnDelegate& delegate) {
+  const std::string& name = delegate.config.aot_artifact;
+  if (name.empty()) return Status();
+  auto data = context.named_data().get_data(name);
+  if (!data.ok()) {
+    return Status(data.status().code(), "compile spec '" + std::string(kAotArtifactSpec) +
+                                            "' names named data '" + name +
+                                            "': " + data.status().message());
   }
+  KILN_ASSIGN_OR_RETURN(LoadSettings settings, load_settings(delegate.config));
+  runtime::Span<const uint8_t> bytes(static_cast<const uint8_t*>(data->data()), data->size());
+  AotInstallResult result = install_aot_artifact(name, bytes, *delegate.package, settings.options,
+                                                 settings.compile, delegate.config.cache_dir);
+  std::lock_guard<std::mutex> lock(counters_mutex);
+  if (result.installed) ++counters.aot;
+  if (!result.warning.empty()) add_warning(result.warning);
+  return Status();
 }
 
 Status load_model(KilnDelegate& delegate) {
-  KILN_ASSIGN_OR_RETURN(
-      auto options, engine::specialization::SpecializationOptions::from_compute_unit(
-                        delegate.config.compute_unit, delegate.config.expect_frequent_reshapes));
-  engine::compile::CompileOptions compile;
-  compile.num_threads = delegate.config.num_threads;
+  KILN_ASSIGN_OR_RETURN(LoadSettings settings, load_settings(delegate.config));
+  const engine::specialization::SpecializationOptions& options = settings.options;
+  const engine::compile::CompileOptions& compile = settings.compile;
   auto load = [&]() -> Result<std::shared_ptr<engine::LoadedModel>> {
     ModelLoadRequest request{*delegate.package,
                              delegate.config.compute_unit,
@@ -348,15 +392,17 @@ std::vector<runtime::OptionSpec> KilnBackend::option_specs() const {
 
 Result<runtime::DelegateHandle*> KilnBackend::init(
     runtime::BackendInitContext& context, runtime::FreeableBuffer* processed,
-    runtime::Span<const runtime::CompileSpec> /*compile_specs: none defined yet*/) const {
+    runtime::Span<const runtime::CompileSpec> compile_specs) const {
   std::string at = where(context);
   // The executor validates options routed through a LoadBackendOptionsMap; a context made
   // elsewhere must not bypass the checks.
-  auto specs = option_specs();
+  auto accepted = option_specs();
   KILN_RETURN_IF_ERROR(
-      runtime::validate_options(kKilnBackendId, specs, context.options()).with_context(at));
+      runtime::validate_options(kKilnBackendId, accepted, context.options()).with_context(at));
+  auto specs = parse_compile_specs(compile_specs);
+  if (!specs.ok()) return specs.status().with_context(at);
   auto delegate = std::make_unique<KilnDelegate>();
-  auto config = read_config(context);
+  auto config = read_config(context, *specs);
   if (!config.ok()) return config.status().with_context(at);
   delegate->config = std::move(config).get();
 
@@ -372,6 +418,7 @@ Result<runtime::DelegateHandle*> KilnBackend::init(
   KILN_RETURN_IF_ERROR(
       (delegate->manifest.enumerated ? check_enumerated(*delegate) : check_function(*delegate))
           .with_context(at));
+  KILN_RETURN_IF_ERROR(install_embedded_artifact(context, *delegate).with_context(at));
   KILN_RETURN_IF_ERROR(load_model(*delegate).with_context(at));
   return static_cast<runtime::DelegateHandle*>(delegate.release());
 }

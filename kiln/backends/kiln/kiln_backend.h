@@ -21,10 +21,12 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   `prefer_gpu`: the compute unit kinds a specialization may use and the one it prefers.
 ///   Every value gets its own specialization. Takes effect at init. Only the CPU is placed on
 ///   today, so a value that excludes it fails init.
-/// - `expect_frequent_reshapes` (bool, default false): the inputs' shapes change between calls.
+/// - `expect_frequent_reshapes` (bool, default false, or the delegate's compile spec of the same
+///   name when the program was exported with one): the inputs' shapes change between calls.
 ///   Trade-off: favour a shape-generic plan over one compiled plan per new shape. Takes effect
 ///   at init (part of the specialization identifier); the engine has no generic plan yet, so
-///   today each new shape is still compiled once and kept.
+///   today each new shape is still compiled once and kept. Given at load time, it overrides the
+///   export-time value.
 /// - `share_multifunction_model` (bool, default false): delegates of the process (across methods
 ///   and modules) that load the same package (by content hash) with the same specialization and
 ///   `cache_dir` share one loaded model: one copy of the packed weights and one specialization
@@ -43,6 +45,11 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   work. Takes effect at init.
 ///
 /// `KilnBackendOptions` (`kiln_backend_options.h`) sets them with typed setters.
+///
+/// Besides these load-time options, a delegate may carry export-time compile specs
+/// (`compile_specs.h`): `expect_frequent_reshapes` ("true"/"false", the default of the option
+/// above) and `aot_artifact` (the named-data key of a compiled artifact made at export time,
+/// installed into `cache_dir` at init when it matches, so the first load compiles nothing).
 inline constexpr std::string_view kComputeUnitKey = "compute_unit";
 inline constexpr std::string_view kExpectFrequentReshapesKey = "expect_frequent_reshapes";
 inline constexpr std::string_view kShareMultifunctionModelKey = "share_multifunction_model";
@@ -56,6 +63,8 @@ struct KilnBackendConfig {
   bool share_multifunction_model = false;
   std::string cache_dir;
   int num_threads = 1;
+  /// The `aot_artifact` compile spec (a named-data key); empty when the delegate has none.
+  std::string aot_artifact;
 };
 
 /// The default `cache_dir` from the environment (see the option), "" when no home is known.
@@ -67,6 +76,7 @@ struct KilnLoadCounters {
   uint64_t cache_hits = 0;    ///< inits whose compiled artifact came from the cache
   uint64_t cache_misses = 0;  ///< inits that specialized and stored (or tried to)
   uint64_t uncached = 0;      ///< inits with an empty `cache_dir`
+  uint64_t aot = 0;           ///< inits that installed their `aot_artifact` into the cache
   uint64_t warnings = 0;      ///< cache problems met (entries not used, stores that failed)
   std::vector<std::string> recent_warnings;  ///< the last 16, oldest first
 };
@@ -78,7 +88,9 @@ KilnLoadCounters kiln_load_counters();
 /// program's named data and either one function to run or, in the enumerated form, a list of
 /// static functions with the input shapes each one takes. `init` validates the options and the
 /// manifest, opens the package in place (no weight copies; the package bytes stay alive with
-/// the handle), loads it for the options' specialization through the model loader factory
+/// the handle), installs the delegate's embedded compiled artifact into the cache when it has
+/// one (`aot_artifact` compile spec) and it matches, loads the package for the options'
+/// specialization through the model loader factory
 /// (`model_loader_factory.h`; by default `engine::ModelLoader` with the cache) and binds a
 /// session for each function and shapes known at init (every enumerated function; the one
 /// function when its inputs are static). `execute` checks the arguments' count, dtype and rank,
@@ -92,13 +104,18 @@ class KilnBackend : public runtime::BackendInterface {
  public:
   bool is_available() const override { return true; }
   std::vector<runtime::OptionSpec> option_specs() const override;
-  /// Errors: InvalidArgument naming the option (wrong type, unknown key, value out of range) or
-  /// the manifest field (see `parse_manifest`; also an unknown package key, a function absent
-  /// from the package, input or output names that differ from the function's; for an enumerated
-  /// function, listed shapes that contradict its inputs' ranks or static dims, naming the
-  /// function and input, or dtypes that differ from the first function's); NotSupported for
-  /// options that exclude the CPU; the engine's errors when the package is invalid or a function
-  /// fails to specialize or bind, naming the function and shapes. A failed init keeps nothing.
+  /// Errors: InvalidArgument naming the option (wrong type, unknown key, value out of range), the
+  /// compile spec (unknown key, listing the known ones; a value not accepted, with the value and
+  /// what is expected; see `parse_compile_specs`), or the manifest field (see `parse_manifest`;
+  /// also an unknown package key, a function absent from the package, input or output names that
+  /// differ from the function's; for an enumerated function, listed shapes that contradict its
+  /// inputs' ranks or static dims, naming the function and input, or dtypes that differ from the
+  /// first function's); NotSupported for options that exclude the CPU; the engine's errors when the
+  /// package is invalid or a function fails to specialize or bind, naming the function and shapes;
+  /// NotFound naming the named-data key of the `aot_artifact` compile spec when the program lacks
+  /// it. An embedded artifact that does not match never fails init (a warning in
+  /// `kiln_load_counters`). A failed init keeps nothing (an artifact already installed into the
+  /// cache stays: it is a valid entry).
   runtime::Result<runtime::DelegateHandle*> init(
       runtime::BackendInitContext& context, runtime::FreeableBuffer* processed,
       runtime::Span<const runtime::CompileSpec> compile_specs) const override;

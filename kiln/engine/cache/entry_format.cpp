@@ -71,6 +71,19 @@ std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
   return prefix;
 }
 
+std::vector<uint8_t> encode_entry(const CacheKey& key,
+                                  const std::vector<Span<const uint8_t>>& pieces) {
+  std::vector<uint8_t> payload;
+  for (const auto& piece : pieces) payload.insert(payload.end(), piece.begin(), piece.end());
+  const std::string encoded_key = key.encoded();
+  const std::string prefix =
+      encode_entry_prefix(encoded_key, checksum64(encoded_key.data(), encoded_key.size()),
+                          key.model_hash, Span<const uint8_t>(payload.data(), payload.size()));
+  std::vector<uint8_t> file(prefix.begin(), prefix.end());
+  file.insert(file.end(), payload.begin(), payload.end());
+  return file;
+}
+
 runtime::Result<EntryView> validate_entry(Span<const uint8_t> file, std::string_view encoded_key,
                                           uint64_t key_hash) {
   if (file.size() < kEntryHeaderSize) {
@@ -85,8 +98,9 @@ runtime::Result<EntryView> validate_entry(Span<const uint8_t> file, std::string_
                    std::to_string(kEntryFormatVersion) + ")");
   }
   const uint64_t key_size = load_u32(header + 12);
-  if (key_size != encoded_key.size() || kEntryHeaderSize + key_size > file.size()) {
-    return corrupt("key has " + std::to_string(key_size) + " bytes (expected " +
+  if (kEntryHeaderSize + key_size > file.size()) {
+    return corrupt("key has " + std::to_string(key_size) + " bytes, past the file's " +
+                   std::to_string(file.size()) + " (expected " +
                    std::to_string(encoded_key.size()) + ")");
   }
   const std::string_view stored_key(reinterpret_cast<const char*>(header) + kEntryHeaderSize,
@@ -94,8 +108,11 @@ runtime::Result<EntryView> validate_entry(Span<const uint8_t> file, std::string_
   if (load_u64(header + kHeaderChecksumOffset) != header_checksum(header, stored_key)) {
     return corrupt("header checksum mismatch");
   }
+  // A well-formed entry of another key (other engine, CPU features, options, shapes).
   if (load_u64(header + 16) != key_hash || stored_key != encoded_key) {
-    return corrupt("entry holds a different key");
+    return runtime::Status(Error::InvalidExternalData,
+                           "cache entry holds a different key: " + to_hex(load_u64(header + 16)) +
+                               " (expected " + to_hex(key_hash) + ")");
   }
   const uint64_t payload_offset = load_u64(header + 32);
   const uint64_t payload_size = load_u64(header + 40);

@@ -1,11 +1,13 @@
 #pragma once
 
+#include <kiln/engine/cache/cache_key.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::engine::cache {
 
@@ -42,6 +44,12 @@ std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
 std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
                                 uint64_t model_hash, uint64_t payload_size,
                                 uint64_t payload_checksum);
+
+/// The whole entry file of `key` holding the payload given as consecutive `pieces`: exactly
+/// the bytes `ModelCache::store(key, pieces, key.model_hash)` writes, so an entry can be made
+/// in one place (e.g. at export time) and installed elsewhere with `ModelCache::store_entry`.
+std::vector<uint8_t> encode_entry(const CacheKey& key,
+                                  const std::vector<runtime::Span<const uint8_t>>& pieces);
 
 /// Checks every field of `file` (the whole entry file) against the key it should hold.
 /// Errors: InvalidExternalData whose message says what is wrong (bad magic, version, sizes,

@@ -251,15 +251,6 @@ Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8
   if (dir_.empty()) return Status();
   const std::string encoded_key = key.encoded();
   const uint64_t key_hash = checksum64(encoded_key.data(), encoded_key.size());
-  const std::string key_hex = to_hex(key_hash);
-  const std::string dir = entries_dir();
-  auto fail = [&](const std::string& problem) {
-    warn("store cache entry '" + key_hex + "' in '" + dir + "': " + problem +
-         " (entry not stored)");
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.failed_stores;
-    return Status();
-  };
   XXH3_state_t state;
   XXH3_INITSTATE(&state);
   XXH3_64bits_reset(&state);
@@ -270,7 +261,52 @@ Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8
   }
   const std::string prefix = encode_entry_prefix(encoded_key, key_hash, model_hash, payload_size,
                                                  XXH3_64bits_digest(&state));
-  const uint64_t entry_size = prefix.size() + payload_size;
+  std::vector<Span<const uint8_t>> file;
+  file.reserve(pieces.size() + 1);
+  file.emplace_back(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());
+  file.insert(file.end(), pieces.begin(), pieces.end());
+  write_entry(key_hash, model_hash, file);
+  return Status();
+}
+
+Status ModelCache::store_entry(const CacheKey& key, Span<const uint8_t> file) {
+  const std::string encoded_key = key.encoded();
+  const uint64_t key_hash = checksum64(encoded_key.data(), encoded_key.size());
+  auto entry = validate_entry(file, encoded_key, key_hash);
+  if (!entry.ok()) {
+    return Status(Error::InvalidArgument, "store cache entry '" + to_hex(key_hash) +
+                                              "': the bytes given are not its entry: " +
+                                              entry.status().message());
+  }
+  if (entry->model_hash != key.model_hash) {
+    return Status(Error::InvalidArgument, "store cache entry '" + to_hex(key_hash) +
+                                              "': the bytes given hold model hash " +
+                                              to_hex(entry->model_hash) + " (expected the key's " +
+                                              to_hex(key.model_hash) + ")");
+  }
+  if (dir_.empty()) return Status();
+  write_entry(key_hash, key.model_hash, {file});
+  return Status();
+}
+
+bool ModelCache::contains(const CacheKey& key) const {
+  if (dir_.empty()) return false;
+  struct stat st;
+  return stat(entry_path(key.model_hash, key.hex()).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void ModelCache::write_entry(uint64_t key_hash, uint64_t model_hash,
+                             const std::vector<Span<const uint8_t>>& file) {
+  const std::string key_hex = to_hex(key_hash);
+  const std::string dir = entries_dir();
+  auto fail = [&](const std::string& problem) {
+    warn("store cache entry '" + key_hex + "' in '" + dir + "': " + problem +
+         " (entry not stored)");
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.failed_stores;
+  };
+  uint64_t entry_size = 0;
+  for (const auto& piece : file) entry_size += piece.size();
   if (options_.budget_bytes != 0 && entry_size > options_.budget_bytes) {
     return fail("entry has " + std::to_string(entry_size) + " bytes (budget " +
                 std::to_string(options_.budget_bytes) + ")");
@@ -282,8 +318,8 @@ Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8
   const std::string temporary = dir + "/" + temporary_name(key_hex);
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fail("cannot create a temporary file: " + errno_text(errno));
-  int error = write_all(fd, prefix.data(), prefix.size());
-  for (const auto& piece : pieces) {
+  int error = 0;
+  for (const auto& piece : file) {
     if (error == 0) error = write_all(fd, piece.data(), piece.size());
   }
   if (error == 0) {
@@ -308,7 +344,6 @@ Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8
     if (corrupt_keys_.erase(key_hash) != 0) ++stats_.rebuilds;
   }
   enforce_budget(path);
-  return Status();
 }
 
 void ModelCache::enforce_budget(const std::string& keep_path) {

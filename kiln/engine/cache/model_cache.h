@@ -111,6 +111,19 @@ class ModelCache {
                         const std::vector<runtime::Span<const uint8_t>>& pieces,
                         uint64_t model_hash);
 
+  /// Writes `file`, a whole entry file (header, key, payload; e.g. from `encode_entry` or
+  /// `engine::ModelLoader::compile_artifact`), as the entry of `key` (replacing any), after
+  /// checking that it is exactly that: the format version, `key` itself, the model hash and both
+  /// checksums. Writing goes the way of `store` (temporary file, sync, rename, budget), and a
+  /// directory that cannot be written is likewise a warning, not an error; an empty `dir` stores
+  /// nothing. Errors: InvalidArgument when `file` is not a valid entry of `key`, with what is
+  /// wrong (e.g. "entry holds a different key", "payload checksum mismatch").
+  runtime::Status store_entry(const CacheKey& key, runtime::Span<const uint8_t> file);
+
+  /// Whether the directory has an entry file for `key`. Only its presence is checked (cheap);
+  /// `lookup` validates it. Always false for an empty `dir`.
+  bool contains(const CacheKey& key) const;
+
   /// Removes every entry of the model `model_hash`; returns how many were removed.
   /// Errors: AccessFailed when the directory exists but cannot be read.
   runtime::Result<size_t> evict(uint64_t model_hash);
@@ -132,6 +145,10 @@ class ModelCache {
   std::string entry_path(uint64_t model_hash, const std::string& key_hex) const;
   void warn(std::string message);
   void enforce_budget(const std::string& keep_path);
+  // Writes the pieces of a whole entry file as the entry of `key_hash` (temporary file, sync,
+  // rename), then enforces the budget. A failure is a warning and a `failed_stores`.
+  void write_entry(uint64_t key_hash, uint64_t model_hash,
+                   const std::vector<runtime::Span<const uint8_t>>& file);
   // Removes the entries of `model_hash` (all when nullopt), and temporary files if asked.
   runtime::Result<size_t> remove_entries(std::optional<uint64_t> model_hash,
                                          bool remove_temporaries);

@@ -1,6 +1,7 @@
 #include <kiln/engine/loader/model_loader.h>
 
 #include <kiln/engine/artifact/compiled_artifact.h>
+#include <kiln/engine/cache/entry_format.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/package/package.h>
@@ -77,6 +78,40 @@ std::vector<StaticFunction> static_functions(const ir::Model& model) {
   return out;
 }
 
+// The key of the artifact of `functions` (the static functions of the model `model_hash`).
+cache::CacheKey make_cache_key(uint64_t model_hash, const std::vector<StaticFunction>& functions,
+                               const specialization::SpecializationOptions& options,
+                               const compile::CompileOptions& compile) {
+  cache::CacheKey key;
+  key.model_hash = model_hash;
+  for (const StaticFunction& f : functions) {
+    key.functions.push_back(f.name);
+    key.input_shapes.push_back(f.sizes);
+  }
+  key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
+                       (compile.propagate_layouts ? "" : ";layouts=0");
+  key.engine_version = engine_version();
+  key.cpu_features = specialization::cpu_features();
+  return key;
+}
+
+artifact::FunctionRecord record_of(const StaticFunction& f,
+                                   const compile::CompiledFunction& compiled) {
+  return artifact::FunctionRecord{f.name, f.sizes, plan_fingerprint(compiled),
+                                  compiled.arena_bytes(),
+                                  static_cast<uint32_t>(compiled.placement().size())};
+}
+
+// The artifact payload of `records` and every packing of `packed`, as pieces pointing into it.
+void layout_payload(const std::vector<artifact::FunctionRecord>& records,
+                    const cpu::PackedConstants& packed, artifact::ArtifactPieces& out) {
+  std::vector<artifact::PackedRecord> packings;
+  for (const cpu::PackedConstants::Entry& e : packed.entries()) {
+    packings.push_back(artifact::PackedRecord{e.key, e.bytes});
+  }
+  artifact::layout_artifact(records, packings, out);
+}
+
 // Looks the artifact up and adopts its packed weights; returns its function records on a hit.
 std::optional<std::vector<artifact::FunctionRecord>> adopt_cached(cache::ModelCache& cache,
                                                                   const cache::CacheKey& key,
@@ -148,15 +183,7 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   cache::CacheKey key;
   std::optional<std::vector<artifact::FunctionRecord>> cached;
   if (use_cache) {
-    key.model_hash = model_hash;
-    for (const StaticFunction& f : functions) {
-      key.functions.push_back(f.name);
-      key.input_shapes.push_back(f.sizes);
-    }
-    key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
-                         (compile.propagate_layouts ? "" : ";layouts=0");
-    key.engine_version = engine_version();
-    key.cpu_features = specialization::cpu_features();
+    key = make_cache_key(model_hash, functions, options, compile);
     cached = adopt_cached(*cache, key, *with_store.packed, report);
   }
 
@@ -164,10 +191,7 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   for (const StaticFunction& f : functions) {
     Result<Session> session = loaded->bind(f.name, f.sizes);
     if (!session.ok()) return session.status().with_context("load model");
-    const compile::CompiledFunction& compiled = session->function();
-    records.push_back(artifact::FunctionRecord{f.name, f.sizes, plan_fingerprint(compiled),
-                                               compiled.arena_bytes(),
-                                               static_cast<uint32_t>(compiled.placement().size())});
+    records.push_back(record_of(f, session->function()));
   }
   report.packed_constants = with_store.packed->num_packed();
   report.adopted_constants = with_store.packed->num_adopted_used();
@@ -184,12 +208,8 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
     report.cache_entry.clear();
   }
   report.cache = "miss";
-  std::vector<artifact::PackedRecord> packed;
-  for (const cpu::PackedConstants::Entry& e : with_store.packed->entries()) {
-    packed.push_back(artifact::PackedRecord{e.key, e.bytes});
-  }
   artifact::ArtifactPieces payload;
-  artifact::layout_artifact(records, packed, payload);
+  layout_payload(records, *with_store.packed, payload);
   uint64_t failed_before = cache->stats().failed_stores;
   Status stored = cache->store(key, payload.pieces, model_hash);
   if (!stored.ok()) {
@@ -212,6 +232,40 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
     with_weights.weight_data.push_back(package.weight_data(i));
   }
   return load_with_hash(package.model(), options, cache, package.content_hash(), with_weights);
+}
+
+Result<cache::CacheKey> ModelLoader::cache_key(
+    const package::PackageView& package, const specialization::SpecializationOptions& options,
+    const compile::CompileOptions& compile) {
+  std::vector<StaticFunction> functions = static_functions(package.model());
+  if (functions.empty()) {
+    return Status(Error::NotSupported,
+                  "cache key of model package " + cache::to_hex(package.content_hash()) +
+                      ": no function has only static inputs (expected at least one; a model "
+                      "without one is specialized per shape on use and never cached)");
+  }
+  return make_cache_key(package.content_hash(), functions, options, compile);
+}
+
+Result<std::vector<uint8_t>> ModelLoader::compile_artifact(
+    const package::PackageView& package, const specialization::SpecializationOptions& options,
+    const compile::CompileOptions& compile) {
+  auto key = cache_key(package, options, compile);
+  if (!key.ok()) return key.status().with_context("compile artifact");
+  compile::CompileOptions fresh = compile;
+  fresh.packed = nullptr;  // the artifact holds this model's packings only
+  auto loaded = load(package, options, /*cache=*/nullptr, fresh);
+  if (!loaded.ok()) return loaded.status().with_context("compile artifact");
+  std::vector<artifact::FunctionRecord> records;
+  for (const StaticFunction& f : static_functions(package.model())) {
+    // Specialized by the load: bind returns the compiled function, compiling nothing.
+    Result<Session> session = (*loaded)->bind(f.name, f.sizes);
+    if (!session.ok()) return session.status().with_context("compile artifact");
+    records.push_back(record_of(f, session->function()));
+  }
+  artifact::ArtifactPieces payload;
+  layout_payload(records, (*loaded)->packed_constants(), payload);
+  return cache::encode_entry(*key, payload.pieces);
 }
 
 }  // namespace kiln::engine

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <kiln/engine/cache/cache_key.h>
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/ir/graph.h>
@@ -151,6 +152,28 @@ class ModelLoader {
   static runtime::Result<std::shared_ptr<LoadedModel>> load(
       const package::PackageView& package, const specialization::SpecializationOptions& options,
       cache::ModelCache* cache = nullptr, const compile::CompileOptions& compile = {});
+
+  /// The key under which `load(package, options, cache, compile)` looks up and stores the
+  /// compiled artifact of the package's static functions (see `load`). Computes, compiles
+  /// nothing. Errors: NotSupported when no function of the package has only static inputs (such
+  /// a model is never cached: its load reports "off").
+  static runtime::Result<cache::CacheKey> cache_key(
+      const package::PackageView& package, const specialization::SpecializationOptions& options,
+      const compile::CompileOptions& compile = {});
+
+  /// Specializes the package's static functions for `options` and returns the whole cache entry
+  /// file (header with `cache_key(package, options, compile)`, artifact payload, checksums) that
+  /// a cache miss of `load` with the same arguments stores, byte for byte. Meant for
+  /// ahead-of-time compilation: a program embeds it, and `cache::ModelCache::store_entry`
+  /// installs it on a device whose engine version and CPU features match, so the next `load`
+  /// there is a hit that packs nothing. The entry records this machine's
+  /// `specialization::cpu_features()`; elsewhere its key differs and it is not used.
+  /// `compile.packed` is ignored (a fresh store, so the entry holds this model's packings only).
+  /// Errors: as `cache_key`; as `load` (options without the CPU, a function that fails to
+  /// specialize).
+  static runtime::Result<std::vector<uint8_t>> compile_artifact(
+      const package::PackageView& package, const specialization::SpecializationOptions& options,
+      const compile::CompileOptions& compile = {});
 
  private:
   static runtime::Result<std::shared_ptr<LoadedModel>> load_with_hash(

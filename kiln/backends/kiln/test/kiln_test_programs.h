@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::backends::kiln_test {
@@ -114,9 +115,12 @@ inline std::string function_manifest(const std::string& function = "main") {
          R"(", "input_names": ["x"], "output_names": ["y"], "function": ")" + function + R"("})";
 }
 
-// A program whose method "forward" is one KilnBackend delegate. `batch` 0: a symbolic batch.
+using CompileSpecs = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
+
+// A program whose method "forward" is one KilnBackend delegate (with `compile_specs`). `batch` 0:
+// a symbolic batch.
 inline ProgramBuilder kiln_program(const std::vector<uint8_t>& package, const std::string& manifest,
-                                   int64_t batch) {
+                                   int64_t batch, CompileSpecs compile_specs = {}) {
   ProgramBuilder builder;
   builder.method("forward");
   if (batch > 0) {
@@ -125,7 +129,8 @@ inline ProgramBuilder kiln_program(const std::vector<uint8_t>& package, const st
     builder.input("x", F32, {0, kIn}, ShapeDynamism::Unbounded, {"batch", ""})
         .tensor("y", F32, {0, kOut}, ShapeDynamism::Unbounded);
   }
-  return builder.delegate("KilnBackend", bytes_of(manifest), {"x"}, {"y"})
+  return builder
+      .delegate("KilnBackend", bytes_of(manifest), {"x"}, {"y"}, std::move(compile_specs))
       .output("y")
       .named_data(kPackageKey, package);
 }

@@ -246,6 +246,99 @@ TEST(ModelLoaderCache, AModelWithoutStaticFunctionsIsNotCached) {
   expect_runs_like_reference(**loaded, model, 2);
 }
 
+TEST(ModelLoaderAot, CacheKeyIsTheKeyLoadStoresUnder) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("aot_key");
+  cache::ModelCache cache(dir.path.string());
+  compile::CompileOptions no_fusion;
+  no_fusion.fuse = false;
+  auto key = ModelLoader::cache_key(*package.view, cpu_only(), no_fusion);
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  EXPECT_EQ(key->model_hash, package.view->content_hash());
+  EXPECT_EQ(key->functions, std::vector<std::string>{"main"});
+  EXPECT_FALSE(cache.contains(*key));
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache, no_fusion).ok());
+  EXPECT_TRUE(cache.contains(*key));
+  auto other = ModelLoader::cache_key(*package.view, cpu_only());
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->hex(), key->hex());  // fusion is part of the key
+  EXPECT_FALSE(cache.contains(*other));
+}
+
+TEST(ModelLoaderAot, AModelWithoutStaticFunctionsHasNoKeyAndNoArtifact) {
+  ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  PackageBytes package(model);
+  auto key = ModelLoader::cache_key(*package.view, cpu_only());
+  EXPECT_EQ(key.status().code(), runtime::Error::NotSupported);
+  EXPECT_THAT(key.status().message(), HasSubstr("no function has only static inputs"));
+  auto artifact = ModelLoader::compile_artifact(*package.view, cpu_only());
+  EXPECT_EQ(artifact.status().code(), runtime::Error::NotSupported);
+  EXPECT_THAT(artifact.status().message(), HasSubstr("compile artifact"));
+}
+
+TEST(ModelLoaderAot, CompileArtifactIsTheEntryAMissStores) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  auto artifact = ModelLoader::compile_artifact(*package.view, cpu_only());
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  TempDir dir("aot_miss");
+  cache::ModelCache cache(dir.path.string());
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache).ok());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  std::ifstream in(entries->front().path, std::ios::binary);
+  std::vector<uint8_t> stored((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(stored, *artifact);
+}
+
+TEST(ModelLoaderAot, AnInstalledArtifactMakesTheFirstLoadAHit) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  auto artifact = ModelLoader::compile_artifact(*package.view, cpu_only());
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  auto key = ModelLoader::cache_key(*package.view, cpu_only());
+  ASSERT_TRUE(key.ok());
+  TempDir dir("aot_install");
+  cache::ModelCache cache(dir.path.string());  // a fresh device
+  ASSERT_TRUE(cache.store_entry(*key, *artifact).ok());
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const LoadReport& report = (*loaded)->load_report();
+  EXPECT_EQ(report.cache, "hit");
+  EXPECT_EQ(report.packed_constants, 0u);
+  EXPECT_EQ(report.adopted_constants, 2u);
+  EXPECT_TRUE(report.warnings.empty()) << report.warnings[0];
+  expect_runs_like_reference(**loaded, model);
+}
+
+TEST(ModelLoaderAot, AnArtifactOfOtherOptionsIsRejectedAndTheLoadCompiles) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  SpecializationOptions reshapes = cpu_only();
+  reshapes.expect_frequent_reshapes = true;
+  auto artifact = ModelLoader::compile_artifact(*package.view, reshapes);
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  auto key = ModelLoader::cache_key(*package.view, cpu_only());
+  ASSERT_TRUE(key.ok());
+  TempDir dir("aot_other");
+  cache::ModelCache cache(dir.path.string());
+  auto status = cache.store_entry(*key, *artifact);
+  EXPECT_EQ(status.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("entry holds a different key"));
+  std::vector<uint8_t> corrupt = *artifact;
+  corrupt[corrupt.size() / 2] ^= 0x01;
+  auto reshapes_key = ModelLoader::cache_key(*package.view, reshapes);
+  ASSERT_TRUE(reshapes_key.ok());
+  EXPECT_THAT(cache.store_entry(*reshapes_key, corrupt).message(), HasSubstr("checksum"));
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->load_report().cache, "miss");
+  EXPECT_EQ((*loaded)->load_report().packed_constants, 2u);
+  expect_runs_like_reference(**loaded, model);
+}
+
 TEST(ModelLoader, WeightsArePackedOnceForEveryShape) {
   ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
   auto loaded = ModelLoader::load(model, cpu_only());
