@@ -1,6 +1,7 @@
 // plan_delegates: which partitions of a method run on KilnBackend, and the functions of their
 // model packages; PackageSet: the packages, stored once as named data.
 #include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/exporter/enumerate.h>
 #include <kiln/exporter/lowering.h>
@@ -105,6 +106,29 @@ std::optional<std::vector<EnumeratedFunction>> enumerate_partition(
   return functions;
 }
 
+// Stores `bytes` as named data `key` unless the key is present (identical content).
+void add_named_data(ProgramSpec& spec, const std::string& key, std::vector<uint8_t> bytes) {
+  for (const auto& [existing, segment] : spec.named_data) {
+    if (existing == key) return;
+  }
+  spec.segments.push_back(std::move(bytes));
+  spec.named_data.emplace_back(key, static_cast<int>(spec.segments.size()) - 1);
+}
+
+// The compiled artifact of `package` for the default load options (compute_unit `all`), or
+// empty when it has no static function to compile.
+Result<std::vector<uint8_t>> aot_artifact(const engine::package::PackageView& package,
+                                          bool expect_frequent_reshapes, const std::string& key) {
+  auto options =
+      engine::specialization::SpecializationOptions::from_compute_unit("all",
+                                                                        expect_frequent_reshapes);
+  if (!options.ok()) return options.status();
+  auto artifact = engine::ModelLoader::compile_artifact(package, *options);
+  if (artifact.ok()) return artifact;
+  if (artifact.error() == Error::NotSupported) return std::vector<uint8_t>{};
+  return artifact.status().with_context("export --aot artifact of package '" + key + "'");
+}
+
 nlohmann::json interface_names(const ir::Graph& graph, const std::vector<int>& values) {
   nlohmann::json names = nlohmann::json::array();
   for (int v : values) names.push_back(graph.values[static_cast<size_t>(v)].name);
@@ -137,31 +161,53 @@ Status PackageSet::claim(int package, const std::string& function, const std::st
 }
 
 void PackageSet::add_delegate(const std::string& method, size_t delegate_index, int package,
-                              nlohmann::json manifest) {
-  pending_.push_back(Pending{method, delegate_index, package, std::move(manifest)});
+                              nlohmann::json manifest, const ExportOptions& options) {
+  pending_.push_back(Pending{method, delegate_index, package, std::move(manifest), options.aot,
+                             options.expect_frequent_reshapes});
 }
 
-Status PackageSet::finish(ProgramSpec& spec) {
-  std::vector<std::string> keys;
-  for (const auto& model : packages_) {
-    auto bytes = engine::package::write_package(*model);
+Status PackageSet::finish(ProgramSpec& spec,
+                          const std::function<void(const std::string&)>& on_note) {
+  std::vector<std::string> keys, artifacts(packages_.size());
+  for (size_t p = 0; p < packages_.size(); ++p) {
+    auto bytes = engine::package::write_package(*packages_[p]);
     if (!bytes.ok()) return bytes.status().with_context("export model package");
     auto view = engine::package::PackageView::open(*bytes);
     if (!view.ok()) return view.status().with_context("export model package");
-    std::string key = "kiln/package/" + hex64(view->content_hash());
-    keys.push_back(key);
-    bool stored = false;
-    for (const auto& [existing, segment] : spec.named_data) stored = stored || existing == key;
-    if (stored) continue;
-    spec.segments.push_back(std::move(bytes).get());
-    spec.named_data.emplace_back(key, static_cast<int>(spec.segments.size()) - 1);
+    std::string hash = hex64(view->content_hash());
+    keys.push_back("kiln/package/" + hash);
+    const Pending* aot = nullptr;
+    for (const Pending& d : pending_) {
+      if (d.package == static_cast<int>(p) && d.aot) aot = &d;
+    }
+    if (aot != nullptr) {
+      KILN_ASSIGN_OR_RETURN(auto artifact,
+                            aot_artifact(*view, aot->expect_frequent_reshapes, keys.back()));
+      if (artifact.empty()) {
+        if (on_note) {
+          on_note("--aot: package '" + keys.back() +
+                  "' has no function of static input shapes to compile ahead of time; its "
+                  "functions are compiled on first use");
+        }
+      } else {
+        artifacts[p] = "kiln/aot/" + hash;
+        add_named_data(spec, artifacts[p], std::move(artifact));
+      }
+    }
+    add_named_data(spec, keys.back(), std::move(bytes).get());
   }
   for (Pending& p : pending_) {
     p.manifest["package"] = keys[static_cast<size_t>(p.package)];
+    const std::string& artifact = artifacts[static_cast<size_t>(p.package)];
     for (MethodSpec& method : spec.methods) {
       if (method.name != p.method) continue;
+      DelegateSpec& delegate = method.delegates[p.delegate];
       std::string text = p.manifest.dump();
-      method.delegates[p.delegate].processed.assign(text.begin(), text.end());
+      delegate.processed.assign(text.begin(), text.end());
+      if (!artifact.empty()) {
+        delegate.compile_specs.emplace_back(
+            "aot_artifact", std::vector<uint8_t>(artifact.begin(), artifact.end()));
+      }
     }
   }
   return Status();

@@ -128,11 +128,6 @@ ExportOptions with_enumerated_bounds(const MethodSource& m, const ExportOptions&
 Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& methods,
                                             const ExportOptions& options) {
   KILN_RETURN_IF_ERROR(check_methods(methods, options));
-  if (std::any_of(methods.begin(), methods.end(),
-                  [&](const MethodSource& m) { return m.aot.value_or(options.aot); })) {
-    return Status(Error::NotImplemented,
-                  "export program: --aot (embedding compiled artifacts) is not implemented yet");
-  }
   ProgramSpec spec;
   spec.segment_alignment = options.segment_alignment;
   PackageSet packages(methods.front().multifunction.value_or(options.multifunction));
@@ -156,7 +151,7 @@ Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& met
     KILN_RETURN_IF_ERROR(lower_method(imported, *graph, m.name, with_enumerated_bounds(m, mine),
                                       partitions, delegated, packages, spec));
   }
-  KILN_RETURN_IF_ERROR(packages.finish(spec));
+  KILN_RETURN_IF_ERROR(packages.finish(spec, options.on_note));
   return write_program(spec);
 }
 

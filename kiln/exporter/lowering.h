@@ -40,12 +40,19 @@ class PackageSet {
   /// Records that `function` of package `package` belongs to delegate `delegate`. Errors:
   /// InvalidArgument naming both delegates when another one already has a function so named.
   runtime::Status claim(int package, const std::string& function, const std::string& delegate);
-  /// Records that delegate `delegate_index` of method `method` uses `package` with `manifest`.
+  /// Records that delegate `delegate_index` of method `method` uses `package` with `manifest`,
+  /// exported with `options` (its `aot` and `expect_frequent_reshapes`).
   void add_delegate(const std::string& method, size_t delegate_index, int package,
-                    nlohmann::json manifest);
+                    nlohmann::json manifest, const ExportOptions& options);
   /// Writes each package into `spec` as named data "kiln/package/<content hash hex>" and the
-  /// manifests into their delegates' processed bytes. Errors: as `engine::package::write_package`.
-  runtime::Status finish(ProgramSpec& spec);
+  /// manifests into their delegates' processed bytes. For a package whose delegates are
+  /// exported `aot`, also its compiled artifact for the default load options (compute_unit
+  /// `all`, the delegates' reshape flag) as named data "kiln/aot/<package hash hex>", named by
+  /// each delegate's compile spec `aot_artifact`; a package with no static function gets none
+  /// (a note says so). Errors: as `engine::package::write_package` and
+  /// `engine::ModelLoader::compile_artifact`.
+  runtime::Status finish(ProgramSpec& spec,
+                         const std::function<void(const std::string&)>& on_note = {});
 
  private:
   struct Pending {
@@ -53,6 +60,8 @@ class PackageSet {
     size_t delegate = 0;
     int package = -1;
     nlohmann::json manifest;
+    bool aot = false;
+    bool expect_frequent_reshapes = false;
   };
   bool multifunction_;
   std::vector<std::unique_ptr<engine::ir::Model>> packages_;

@@ -195,7 +195,7 @@ class Lowering {
     delegate.id = d.id;
     delegate.backend_id = kKilnBackendId;
     delegate.compile_specs = d.compile_specs;
-    packages.add_delegate(method_.name, method_.delegates.size(), d.package, d.manifest);
+    packages.add_delegate(method_.name, method_.delegates.size(), d.package, d.manifest, options_);
     method_.delegates.push_back(std::move(delegate));
     return Status();
   }

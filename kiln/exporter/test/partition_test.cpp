@@ -1,4 +1,5 @@
 // Partitioning at graph breaks, multi-method (multifunction) export and their settings checks.
+#include <kiln/backends/kiln/kiln_backend.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/lowering.h>
@@ -308,6 +309,39 @@ TEST_F(PartitionTest, ExportTimeReshapeHintBecomesACompileSpec) {
   for (const auto& m : manifests(*program, "forward")) {
     EXPECT_EQ(m["spec:expect_frequent_reshapes"], "true") << m.dump();
   }
+}
+
+TEST_F(PartitionTest, AotEmbedsTheArtifactSoTheFirstLoadCompilesNothing) {
+  std::vector<std::string> notes;
+  ExportOptions options;
+  options.aot = true;
+  options.on_note = [&](const std::string& note) { notes.push_back(note); };
+  auto bytes = export_program({{"forward", path("static.onnx"), {}, {}, {}},
+                               {"prefill", path("break.onnx"), {}, {}, {}}},
+                              options);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto program = load_program(*bytes);
+  ASSERT_NE(program, nullptr);
+  auto forward = manifests(*program, "forward");
+  ASSERT_EQ(forward.size(), 1u);
+  EXPECT_EQ(forward[0]["spec:aot_artifact"],
+            "kiln/aot/" + forward[0]["package"].get<std::string>().substr(13));
+  // prefill's partitions have symbolic inputs: nothing to compile ahead of time, said so.
+  for (const auto& m : manifests(*program, "prefill")) EXPECT_FALSE(m.contains("spec:aot_artifact"));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_THAT(notes[0], HasSubstr("no function of static input shapes"));
+
+  backends::KilnLoadCounters before = backends::kiln_load_counters();
+  extension::Module module(write(*bytes, "aot.kiln").string());
+  auto x = extension::make_tensor_ptr({1, 4}, std::vector<float>{-1.0f, 0.0f, 1.0f, 2.0f});
+  ASSERT_TRUE(x.ok());
+  auto out = module.execute("forward", {runtime::EValue(**x)});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_FLOAT_EQ((*out)[0].to_tensor().data_ptr<float>()[3], 2.5f);
+  backends::KilnLoadCounters after = backends::kiln_load_counters();
+  EXPECT_EQ(after.aot, before.aot + 1);
+  EXPECT_EQ(after.cache_hits, before.cache_hits + 1);
+  EXPECT_EQ(after.cache_misses, before.cache_misses);
 }
 
 TEST_F(PartitionTest, SettingsThatDisagreeFailNamingMethodsAndSetting) {
