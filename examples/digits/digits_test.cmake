@@ -1,7 +1,10 @@
 # CTest check of the digits example end to end: `kiln export` turns the committed ONNX model
 # into a program for BACKEND (portable, the default here, or kiln) and kiln_classify_digits
 # predicts the ten bundled test images twice (cold, then warm load), each equal to its label.
-#   cmake -DKILN=... -DCLASSIFY=... -DDIGITS_DIR=... -DWORK_DIR=... [-DBACKEND=kiln] -P digits_test.cmake
+# With -DAOT=ON (kiln) the program embeds the compiled artifact (`--aot`): both loads are hits.
+# With the kiln backend it also exports two methods into one multifunction package and runs both.
+#   cmake -DKILN=... -DCLASSIFY=... -DDIGITS_DIR=... -DWORK_DIR=... [-DBACKEND=kiln] [-DAOT=ON]
+#         -P digits_test.cmake
 if(NOT BACKEND)
   set(BACKEND portable)
 endif()
@@ -12,6 +15,9 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 set(enumerate "")
 if(BACKEND STREQUAL "kiln")
   set(enumerate --enumerate forward:x:0=1,10)
+  if(AOT)
+    list(APPEND enumerate --aot)
+  endif()
 endif()
 execute_process(COMMAND "${KILN}" export "${DIGITS_DIR}/digits.onnx" -o "${WORK_DIR}/digits.kiln"
                         --backend ${BACKEND} ${enumerate}
@@ -21,7 +27,9 @@ if(NOT rc EQUAL 0)
 endif()
 # Two processes over one fresh cache: with KilnBackend the first specializes and stores
 # (cache miss), the second maps the stored specialization (cache hit).
-if(BACKEND STREQUAL "kiln")
+if(BACKEND STREQUAL "kiln" AND AOT)
+  set(expected_cache "hit" "hit")
+elseif(BACKEND STREQUAL "kiln")
   set(expected_cache "miss" "hit")
 else()
   set(expected_cache "off" "off")
@@ -40,3 +48,40 @@ foreach(cache IN LISTS expected_cache)
   endif()
   message(STATUS "digits ok (backend ${BACKEND}, cache ${cache}):\n${out}")
 endforeach()
+
+if(NOT BACKEND STREQUAL "kiln" OR AOT)
+  return()
+endif()
+# Two methods over one multifunction package (weights once), each with its own enumeration.
+execute_process(COMMAND "${KILN}" export -o "${WORK_DIR}/multi.kiln" --multifunction
+                        --method "forward=${DIGITS_DIR}/digits.onnx"
+                        --method "batch10=${DIGITS_DIR}/digits.onnx"
+                        --enumerate forward:x:0=1,10 --enumerate batch10:x:0=10
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "kiln export --multifunction failed (exit ${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND "${KILN}" inspect "${WORK_DIR}/multi.kiln" --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REGEX MATCHALL "\"kiln/package/[0-9a-f]+\"" packages "${out}")
+list(REMOVE_DUPLICATES packages)
+list(LENGTH packages count)
+if(NOT rc EQUAL 0 OR NOT count EQUAL 1)
+  message(FATAL_ERROR "kiln inspect: expected one shared package, found ${count}:\n${out}\n${err}")
+endif()
+foreach(method forward batch10)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "KILN_CACHE_DIR=${WORK_DIR}/cache"
+                          "${KILN}" run "${WORK_DIR}/multi.kiln" --method ${method}
+                          --input "x=${DIGITS_DIR}/test_images.npy"
+                          --option KilnBackend.share_multifunction_model=true
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "output  [^:]*: f32 \\[10, 10\\]")
+    message(FATAL_ERROR "kiln run --method ${method} failed (exit ${rc}):\n${out}\n${err}")
+  endif()
+endforeach()
+execute_process(COMMAND "${KILN}" export -o "${WORK_DIR}/bad.kiln" --method "nomodel"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "expected NAME=MODEL.onnx")
+  message(FATAL_ERROR "kiln export --method nomodel: expected an error naming the form:\n${err}")
+endif()
+message(STATUS "multifunction export ok")
