@@ -1,5 +1,6 @@
-// `kiln run`: load a program, run one method once on .npy or random inputs, print the outputs
-// and the load and run times, optionally save the outputs as .npy files.
+// `kiln run`: load a program, run one method (or several, in turn, in one process) once on .npy
+// or random inputs, print the outputs, the load and run times and the process's memory,
+// optionally save the outputs as .npy files.
 
 #include <kiln/extension/module/module.h>
 #include <kiln/runtime/core/tensor.h>
@@ -12,7 +13,9 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -30,7 +33,7 @@ namespace {
 
 struct RunArgs {
   std::string program;
-  std::string method;
+  std::vector<std::string> methods;
   std::vector<std::string> inputs;
   std::vector<std::string> options;
   std::string output_dir;
@@ -83,21 +86,39 @@ Status write_outputs(const RunArgs& args, const MethodMeta& meta,
   return Status();
 }
 
-Status run(const RunArgs& args) {
-  KILN_ASSIGN_OR_RETURN(auto options, parse_option_args(args.options));
-  const Module::LoadMode mode =
-      args.load_mode == "file" ? Module::LoadMode::File : Module::LoadMode::Mmap;
-  Module module(args.program, mode);
+// Kilobytes of a /proc/self/status field ("VmRSS", "VmHWM"), 0 when unknown.
+uint64_t status_kib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::strtoull(line.c_str() + field.size() + 1, nullptr, 10);
+  }
+  return 0;
+}
 
-  auto start = Clock::now();
-  KILN_RETURN_IF_ERROR(module.load());
-  const double program_ms = ms_since(start);
+// The --input flags for `method`: "METHOD:NAME=FILE" applies to that method only (the prefix
+// dropped), "NAME=FILE" to every method.
+std::vector<std::string> inputs_for(const std::vector<std::string>& inputs,
+                                    const std::string& method) {
+  std::vector<std::string> out;
+  for (const std::string& text : inputs) {
+    size_t colon = text.find(':');
+    if (colon == std::string::npos || colon > text.find('=')) {
+      out.push_back(text);
+    } else if (text.compare(0, colon, method) == 0) {
+      out.push_back(text.substr(colon + 1));
+    }
+  }
+  return out;
+}
 
-  KILN_ASSIGN_OR_RETURN(std::string method, choose_method(module, args.method));
+Status run_method(Module& module, const RunArgs& args, const std::string& requested,
+                  const runtime::LoadBackendOptionsMap& options, double program_ms) {
+  KILN_ASSIGN_OR_RETURN(std::string method, choose_method(module, requested));
   KILN_ASSIGN_OR_RETURN(MethodMeta meta, module.method_meta(method));
-  std::cout << "program " << args.program << " (" << extension::to_string(mode) << ")\n"
-            << "method  " << method << "\n";
-  KILN_ASSIGN_OR_RETURN(auto prepared, prepare_inputs(meta, args.inputs, args.seed));
+  std::cout << "method  " << method << "\n";
+  KILN_ASSIGN_OR_RETURN(auto prepared,
+                        prepare_inputs(meta, inputs_for(args.inputs, method), args.seed));
   for (const MethodInput& input : prepared) {
     if (!input.tensor) continue;
     std::cout << "input   " << input.name << ": " << runtime::to_string(input.tensor->dtype())
@@ -105,7 +126,7 @@ Status run(const RunArgs& args) {
               << "\n";
   }
 
-  start = Clock::now();
+  auto start = Clock::now();
   KILN_RETURN_IF_ERROR(module.load_method(method, options.empty() ? nullptr : &options));
   const double method_ms = ms_since(start);
 
@@ -127,17 +148,46 @@ Status run(const RunArgs& args) {
   return Status();
 }
 
+Status run(const RunArgs& args) {
+  KILN_ASSIGN_OR_RETURN(auto options, parse_option_args(args.options));
+  const Module::LoadMode mode =
+      args.load_mode == "file" ? Module::LoadMode::File : Module::LoadMode::Mmap;
+  if (args.methods.size() > 1 && !args.output_dir.empty()) {
+    return Status(Error::InvalidArgument,
+                  "kiln run: --output-dir with several --method flags (expected one method, "
+                  "so that output files do not overwrite each other)");
+  }
+  const uint64_t rss_before = status_kib("VmRSS");
+  Module module(args.program, mode);
+
+  auto start = Clock::now();
+  KILN_RETURN_IF_ERROR(module.load());
+  const double program_ms = ms_since(start);
+  std::cout << "program " << args.program << " (" << extension::to_string(mode) << ")\n";
+  const std::vector<std::string> methods =
+      args.methods.empty() ? std::vector<std::string>{""} : args.methods;
+  for (const std::string& method : methods) {
+    KILN_RETURN_IF_ERROR(run_method(module, args, method, options, program_ms));
+  }
+  const uint64_t peak = status_kib("VmHWM");
+  std::cout << "memory  peak RSS " << peak / 1024.0 << " MiB, "
+            << (peak > rss_before ? peak - rss_before : 0) / 1024.0
+            << " MiB above the RSS before the program load\n";
+  return Status();
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& root) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* app = root.add_subcommand("run", "Run a method once and print its outputs and timings");
   app->add_option("program", args->program, "The .kiln program")->required();
-  app->add_option("--method", args->method,
-                  "Method to run (default: 'forward', or the program's only method)");
+  app->add_option("--method", args->methods,
+                  "Method to run (default: 'forward', or the program's only method); repeat to "
+                  "run several in turn in one process");
   app->add_option("--input", args->inputs,
-                  "NAME=FILE.npy for an input (repeatable); inputs not given get seeded random "
-                  "data")
+                  "NAME=FILE.npy for an input (repeatable; METHOD:NAME=FILE.npy for one method "
+                  "only); inputs not given get seeded random data")
       ->allow_extra_args(false);
   app->add_option("--option", args->options,
                   "BACKEND.KEY=VALUE load-time backend option (repeatable); true/false is a "
