@@ -117,6 +117,20 @@ std::vector<Partition> partition_graph(const ir::Graph& graph) {
   for (size_t p = 0; p < partitions.size(); ++p) {
     Partition& part = partitions[p];
     std::vector<bool> seen(graph.values.size(), false);
+    // The graph's inputs a partition reads come first, in the graph's order.
+    std::vector<bool> reads(graph.values.size(), false);
+    for (int n : part.nodes) {
+      std::vector<int> r;
+      reads_of(graph.nodes[static_cast<size_t>(n)], r);
+      for (int v : r) reads[static_cast<size_t>(v)] = true;
+    }
+    for (int input : graph.inputs) {
+      size_t v = static_cast<size_t>(input);
+      if (reads[v] && !seen[v]) {
+        seen[v] = true;
+        part.inputs.push_back(input);
+      }
+    }
     for (int n : part.nodes) {
       std::vector<int> reads, writes;
       reads_of(graph.nodes[static_cast<size_t>(n)], reads);
