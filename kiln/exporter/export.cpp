@@ -110,14 +110,26 @@ ExportOptions method_options(const MethodSource& m, const ExportOptions& options
   return out;
 }
 
-// Its enumerated input dims planned up to the largest listed value (once the flags are checked).
-ExportOptions with_enumerated_bounds(const MethodSource& m, const ExportOptions& options) {
+// Its enumerated input dims — and every other input dim of the same symbol — planned up to
+// the largest listed value (once the flags are checked).
+ExportOptions with_enumerated_bounds(const ir::Graph& graph, const MethodSource& m,
+                                     const ExportOptions& options) {
   ExportOptions out = options;
   std::vector<DimBound> bounds;
   for (const DimEnumeration& e : options.enumerations) {
     if (e.method != m.name) continue;
-    bounds.push_back(
-        DimBound{e.method, e.input, e.dim, *std::max_element(e.values.begin(), e.values.end())});
+    int64_t max = *std::max_element(e.values.begin(), e.values.end());
+    int flagged = graph.find_value(e.input);
+    const ir::Dim& symbol =
+        graph.values[static_cast<size_t>(flagged)].type.shape[static_cast<size_t>(e.dim)];
+    for (int input : graph.inputs) {
+      const ir::Value& v = graph.values[static_cast<size_t>(input)];
+      for (size_t d = 0; d < v.type.shape.size(); ++d) {
+        if (v.type.shape[d] == symbol) {
+          bounds.push_back(DimBound{e.method, v.name, static_cast<int>(d), max});
+        }
+      }
+    }
   }
   out.bounds.insert(out.bounds.begin(), bounds.begin(), bounds.end());
   return out;
@@ -148,7 +160,7 @@ Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& met
       KILN_ASSIGN_OR_RETURN(delegated,
                             plan_delegates(imported, *graph, m.name, partitions, mine, packages));
     }
-    KILN_RETURN_IF_ERROR(lower_method(imported, *graph, m.name, with_enumerated_bounds(m, mine),
+    KILN_RETURN_IF_ERROR(lower_method(imported, *graph, m.name, with_enumerated_bounds(*graph, m, mine),
                                       partitions, delegated, packages, spec));
   }
   KILN_RETURN_IF_ERROR(packages.finish(spec, options.on_note));
