@@ -143,6 +143,7 @@ Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& met
   ProgramSpec spec;
   spec.segment_alignment = options.segment_alignment;
   PackageSet packages(methods.front().multifunction.value_or(options.multifunction));
+  ConstantPool constants;
   for (const MethodSource& m : methods) {
     auto model = import_onnx_file(m.onnx_path);
     if (!model.ok()) return model.status().with_context("export method '" + m.name + "'");
@@ -161,8 +162,9 @@ Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& met
                             plan_delegates(imported, *graph, m.name, partitions, mine, packages));
     }
     KILN_RETURN_IF_ERROR(lower_method(imported, *graph, m.name, with_enumerated_bounds(*graph, m, mine),
-                                      partitions, delegated, packages, spec));
+                                      partitions, delegated, packages, constants, spec));
   }
+  constants.finish(spec);
   KILN_RETURN_IF_ERROR(packages.finish(spec, options.on_note));
   return write_program(spec);
 }

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -69,6 +70,21 @@ class PackageSet {
   std::vector<Pending> pending_;
 };
 
+/// The constants of a program's KernelCalls: one segment, each distinct weight (by content) once
+/// at a 64-byte aligned offset, instead of a segment (and a page) per weight.
+class ConstantPool {
+ public:
+  /// Places `weight` (once per content) and sets `tensor`'s constant segment and offset.
+  void place(const engine::ir::Weight& weight, TensorSpec& tensor);
+  /// Appends the segment to `spec` and points the placed tensors of its methods at it.
+  void finish(ProgramSpec& spec);
+
+ private:
+  static constexpr int kPending = -2;  // a placeholder segment until `finish`
+  std::vector<uint8_t> bytes_;
+  std::map<uint64_t, std::vector<uint64_t>> offsets_;  // content hash → offsets of candidates
+};
+
 /// Decides, for each partition of `graph` (function of `model`, exported as method `method`),
 /// whether it runs on KilnBackend (options.backend "kiln", its inputs of known rank, and a
 /// static one must specialize) and adds its functions to `packages`: `<method>_<i>` (or "main"
@@ -82,13 +98,14 @@ runtime::Result<std::vector<DelegatedPartition>> plan_delegates(
     PackageSet& packages);
 
 /// Lowers `graph` into method `method` of `spec`: DelegateCalls for `delegated` partitions
-/// (registered with `packages`), KernelCalls for the rest, memory planned by lifetime. Errors:
+/// (registered with `packages`), KernelCalls for the rest (their weights in `constants`),
+/// memory planned by lifetime. Errors:
 /// OperatorMissing naming the operator, node and method when no kernel implements a node that
 /// runs on the reference kernels; NotSupported for a value of too high a rank.
 runtime::Status lower_method(const engine::ir::Model& model, const engine::ir::Graph& graph,
                              const std::string& method, const ExportOptions& options,
                              const std::vector<Partition>& partitions,
                              const std::vector<DelegatedPartition>& delegated,
-                             PackageSet& packages, ProgramSpec& spec);
+                             PackageSet& packages, ConstantPool& constants, ProgramSpec& spec);
 
 }  // namespace kiln::exporter

@@ -5,6 +5,7 @@
 #include <kiln/runtime/executor/kernel_registry.h>
 #include <kiln/runtime/executor/program_verify.h>
 
+#include <algorithm>
 #include <map>
 
 namespace kiln::exporter {
@@ -20,8 +21,8 @@ namespace {
 class Lowering {
  public:
   Lowering(const ir::Model& model, const ir::Graph& graph, const ExportOptions& options,
-           ProgramSpec& spec)
-      : model_(model), graph_(graph), options_(options), spec_(spec),
+           ConstantPool& constants, ProgramSpec& spec)
+      : model_(model), graph_(graph), options_(options), constants_(constants), spec_(spec),
         values_(graph.values.size(), -1) {}
 
   Status run(const std::string& method_name, const std::vector<Partition>& partitions,
@@ -78,15 +79,6 @@ class Lowering {
                                               missing);
   }
 
-  int segment_of(int weight) {
-    auto it = segments_.find(weight);
-    if (it != segments_.end()) return it->second;
-    spec_.segments.push_back(model_.weights[static_cast<size_t>(weight)].data);
-    int segment = static_cast<int>(spec_.segments.size()) - 1;
-    segments_[weight] = segment;
-    return segment;
-  }
-
   const DimBound* bound_for(int value, size_t dim) const {
     for (const auto& b : options_.bounds) {
       if (b.method == method_.name && b.input == graph_.values[static_cast<size_t>(value)].name &&
@@ -125,7 +117,7 @@ class Lowering {
       const ir::Weight& w = model_.weights[static_cast<size_t>(v.weight)];
       t.dtype = w.dtype;
       t.sizes = w.sizes;
-      t.constant_segment = segment_of(v.weight);
+      constants_.place(w, t);
       return value;
     }
     bool is_static = v.type.is_static();
@@ -266,9 +258,10 @@ class Lowering {
       } else {
         int weight = std::get<ir::WeightRef>(attribute.value).weight;
         ValueSpec value;
-        value.tensor.dtype = model_.weights[static_cast<size_t>(weight)].dtype;
-        value.tensor.sizes = model_.weights[static_cast<size_t>(weight)].sizes;
-        value.tensor.constant_segment = segment_of(weight);
+        const ir::Weight& w = model_.weights[static_cast<size_t>(weight)];
+        value.tensor.dtype = w.dtype;
+        value.tensor.sizes = w.sizes;
+        constants_.place(w, value.tensor);
         method_.values.push_back(std::move(value));
         index = static_cast<int>(method_.values.size()) - 1;
       }
@@ -320,10 +313,10 @@ class Lowering {
   const ir::Model& model_;
   const ir::Graph& graph_;
   const ExportOptions& options_;
+  ConstantPool& constants_;
   ProgramSpec& spec_;
   MethodSpec method_;
   std::vector<int> values_;  // graph value → method value, -1 until used
-  std::map<int, int> segments_;
 };
 
 }  // namespace
@@ -351,12 +344,45 @@ Status check_bounds(const ir::Graph& graph_ref, const std::string& method_name,
   return Status();
 }
 
+void ConstantPool::place(const ir::Weight& weight, TensorSpec& tensor) {
+  tensor.constant_segment = kPending;
+  uint64_t hash = weight.content_hash != 0 ? weight.content_hash : ir::hash_weight(weight);
+  std::vector<uint64_t>& candidates = offsets_[hash];
+  for (uint64_t offset : candidates) {
+    if (offset + weight.data.size() <= bytes_.size() &&
+        std::equal(weight.data.begin(), weight.data.end(), bytes_.begin() + offset)) {
+      tensor.constant_offset = offset;
+      return;
+    }
+  }
+  uint64_t offset = (bytes_.size() + 63) / 64 * 64;
+  bytes_.resize(offset);
+  bytes_.insert(bytes_.end(), weight.data.begin(), weight.data.end());
+  candidates.push_back(offset);
+  tensor.constant_offset = offset;
+}
+
+void ConstantPool::finish(ProgramSpec& spec) {
+  int segment = static_cast<int>(spec.segments.size());
+  bool used = false;
+  for (MethodSpec& method : spec.methods) {
+    for (ValueSpec& value : method.values) {
+      if (value.is_tensor && value.tensor.constant_segment == kPending) {
+        value.tensor.constant_segment = segment;
+        used = true;
+      }
+    }
+  }
+  if (used) spec.segments.push_back(std::move(bytes_));
+}
+
 Status lower_method(const ir::Model& model, const ir::Graph& graph, const std::string& method,
                     const ExportOptions& options, const std::vector<Partition>& partitions,
                     const std::vector<DelegatedPartition>& delegated, PackageSet& packages,
-                    ProgramSpec& spec) {
+                    ConstantPool& constants, ProgramSpec& spec) {
   KILN_RETURN_IF_ERROR(check_bounds(graph, method, options));
-  return Lowering(model, graph, options, spec).run(method, partitions, delegated, packages);
+  return Lowering(model, graph, options, constants, spec)
+      .run(method, partitions, delegated, packages);
 }
 
 Status lower_to_portable(const ir::Model& model, const std::string& function,
@@ -367,8 +393,11 @@ Status lower_to_portable(const ir::Model& model, const std::string& function,
     return Status(Error::NotFound, "export function '" + function + "': no such function");
   }
   PackageSet unused(false);
-  return lower_method(model, *graph, method_name, options, partition_graph(*graph), {}, unused,
-                      spec);
+  ConstantPool constants;
+  KILN_RETURN_IF_ERROR(lower_method(model, *graph, method_name, options, partition_graph(*graph),
+                                    {}, unused, constants, spec));
+  constants.finish(spec);
+  return Status();
 }
 
 }  // namespace kiln::exporter
