@@ -1,4 +1,4 @@
-// 2-D Conv on oneDNN's convolution primitive: groups (depthwise too), strides, dilations, pads,
+// 1-D, 2-D and 3-D Conv on oneDNN's convolution primitive: groups (depthwise too), strides, dilations, pads,
 // bias, eltwise post-ops and one residual sum. Weights are packed once at creation; with
 // ActivationLayout::Preferred the activations use the layout oneDNN picks (blocked nChw16c on
 // AVX-512), reordered from and to plain NCHW through buffers the op holds.
@@ -134,12 +134,13 @@ Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, memory::dims& str
   const std::vector<int64_t>& w = desc.inputs[1].sizes;
   auto shape = kernels::conv_shape(x, w, options);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
-  if (x.size() != 4) {
+  if (x.size() < 3 || x.size() > 5) {
     return error(desc, Error::NotSupported,
-                 "input 0 has rank " + std::to_string(x.size()) + " (expected 4: 2-D conv)");
+                 "input 0 has rank " + std::to_string(x.size()) +
+                     " (expected 3, 4 or 5: a 1-D, 2-D or 3-D conv)");
   }
   group = options.group;
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i + 2 < x.size(); ++i) {
     int64_t stride = options.strides.empty() ? 1 : options.strides[i];
     int64_t dilation = options.dilations.empty() ? 1 : options.dilations[i];
     int64_t extent = (w[2 + i] - 1) * dilation + 1;
@@ -179,8 +180,11 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
 
   const std::vector<int64_t>& w = desc.inputs[1].sizes;
-  memory::dims w_dims = group == 1 ? memory::dims{w[0], w[1], w[2], w[3]}
-                                   : memory::dims{group, w[0] / group, w[1], w[2], w[3]};
+  memory::dims w_dims(w.begin(), w.end());  // [O, I, spatial...], grouped: [G, O/G, I, ...]
+  if (group != 1) {
+    w_dims[0] = w[0] / group;
+    w_dims.insert(w_dims.begin(), group);
+  }
   memory::desc x_plain = plain_md(desc.inputs[0].sizes);
   memory::desc y_plain = plain_md(out);
   memory::desc w_plain = plain_md(std::vector<int64_t>(w_dims.begin(), w_dims.end()));

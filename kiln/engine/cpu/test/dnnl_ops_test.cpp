@@ -289,6 +289,48 @@ TEST(DnnlConv, AutoPadSameMatchesReference) {
   }
 }
 
+// 1-D (audio front ends: [N, C, T]) and 3-D convs take the same primitive.
+TEST(DnnlConv, OneAndThreeDimensionalConvsMatchReference) {
+  struct Geometry {
+    std::vector<int64_t> x, w;
+    int64_t stride, pad, group;
+  };
+  const std::vector<Geometry> geometries = {
+      {{1, 1, 64}, {8, 1, 5}, 2, 2, 1},        {{2, 8, 17}, {8, 1, 3}, 1, 1, 8},
+      {{1, 6, 20}, {4, 3, 4}, 3, 0, 2},        {{1, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, 1, 1, 1},
+      {{1, 4, 6, 5, 4}, {4, 2, 1, 2, 3}, 2, 0, 2}};
+  uint32_t seed = 600;
+  for (const Geometry& g : geometries) {
+    size_t spatial = g.x.size() - 2;
+    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
+      for (const auto& post_ops : std::vector<std::vector<PostOp>>{{}, {{PostOpKind::Relu}}}) {
+        SCOPED_TRACE(runtime::shape_to_string(g.x) + " * " + runtime::shape_to_string(g.w) +
+                     (layout == ActivationLayout::Plain ? " plain" : " preferred") +
+                     post_ops_name(post_ops));
+        kernels::ConvOptions options;
+        options.strides.assign(spatial, g.stride);
+        options.pads.assign(2 * spatial, g.pad);
+        options.group = g.group;
+        Case c("Conv", {ints("strides", options.strides), ints("pads", options.pads),
+                        int_attr("group", g.group)});
+        c.desc.activation_layout = layout;
+        c.add(random_tensor(g.x, seed++), false);
+        c.add(random_tensor(g.w, seed++, -0.5, 0.5), true);
+        c.add(random_tensor({g.w[0]}, seed++), true);
+        auto shape = kernels::conv_shape(g.x, g.w, options);
+        ASSERT_TRUE(shape.ok()) << shape.status();
+        OwnedTensor expected = zeros(*shape);
+        ASSERT_TRUE(kernels::conv(c.inputs[0].tensor(), c.inputs[1].tensor(),
+                                  &c.inputs[2].tensor(), options, expected.tensor())
+                        .ok());
+        apply_post_ops(post_ops, {}, expected);
+        c.desc.post_ops = post_ops;
+        expect_near(c.run(), expected);
+      }
+    }
+  }
+}
+
 TEST(DnnlConv, PreferredLayoutIsReported) {
   Case c("Conv", {ints("pads", {1, 1, 1, 1})});
   c.add(random_tensor({1, 64, 14, 14}, 400), false);
