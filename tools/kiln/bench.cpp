@@ -81,6 +81,9 @@ void add_bench_flags(CLI::App& app, BenchArgs& args) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--seed", args.seed, "Seed of the random inputs (default: 0)");
   app.add_flag("--json", args.json, "Print one JSON object instead of text");
+  app.add_flag("--profile", args.profile,
+               "Time each engine step over the timed runs and list the slowest (timing adds "
+               "a little to each run)");
 }
 
 Result<LatencyStats> latency_stats(std::vector<double> samples_ms) {
@@ -177,10 +180,22 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
     KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
   }
   report.run_ms.reserve(static_cast<size_t>(args.runs));
+  if (args.profile) {
+    engine::profiling::reset();
+    engine::profiling::set_enabled(true);
+  }
   for (int64_t i = 0; i < args.runs; ++i) {
     start = Clock::now();
-    KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
+    runtime::Status status = module.execute(report.method, inputs).status();
     report.run_ms.push_back(ms_since(start));
+    if (!status.ok()) {
+      engine::profiling::set_enabled(false);
+      return status;
+    }
+  }
+  if (args.profile) {
+    engine::profiling::set_enabled(false);
+    report.profile = engine::profiling::step_times();
   }
   KILN_ASSIGN_OR_RETURN(report.latency, latency_stats(report.run_ms));
   return report;
@@ -194,7 +209,7 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
                       {"shape", input.shape},
                       {"source", input.source}});
   }
-  return {
+  nlohmann::ordered_json out = {
       {"program", report.program},
       {"method", report.method},
       {"threads", report.thread_plan.threads},
@@ -214,6 +229,21 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
         {"mean", report.latency.mean}}},
       {"run_ms", report.run_ms},
   };
+  if (!report.profile.empty()) {
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const auto& t : report.profile) {
+      steps.push_back({{"function", t.function},
+                       {"step", t.step},
+                       {"node", t.node},
+                       {"op", t.op},
+                       {"device", t.device},
+                       {"calls", t.calls},
+                       {"total_ms", t.total_ms},
+                       {"mean_ms", t.total_ms / static_cast<double>(t.calls)}});
+    }
+    out["profile"] = steps;
+  }
+  return out;
 }
 
 std::string bench_text(const BenchReport& report) {
@@ -235,6 +265,22 @@ std::string bench_text(const BenchReport& report) {
       << format_ms(report.latency.p90) << ", min " << format_ms(report.latency.min) << ", mean "
       << format_ms(report.latency.mean) << " (" << report.run_ms.size() << " runs after "
       << report.warmup << " warm-up)\n";
+  if (!report.profile.empty()) {
+    double runs_total = 0, steps_total = 0;
+    for (double ms : report.run_ms) runs_total += ms;
+    for (const auto& t : report.profile) steps_total += t.total_ms;
+    out << "profile   engine steps: " << format_ms(steps_total) << " of " << format_ms(runs_total)
+        << " over the timed runs; the slowest:\n";
+    char line[256];
+    for (size_t i = 0; i < report.profile.size() && i < 15; ++i) {
+      const auto& t = report.profile[i];
+      std::snprintf(line, sizeof(line), "  %5.1f%%  %9.4f ms/run  %-14s %-13s %s (%s)\n",
+                    runs_total > 0 ? 100.0 * t.total_ms / runs_total : 0.0,
+                    t.total_ms / static_cast<double>(report.run_ms.size()), t.op.c_str(),
+                    t.device.c_str(), t.node.c_str(), t.function.c_str());
+      out << line;
+    }
+  }
   return out.str();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <kiln/engine/compile/step_profile.h>
 #include <kiln/runtime/backend/options_map.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/executor/method_meta.h>
@@ -35,6 +36,8 @@ struct BenchArgs {
   uint64_t seed = 0;
   /// Print one JSON object instead of text.
   bool json = false;
+  /// Time every engine step of the timed runs (`engine::profiling`).
+  bool profile = false;
 };
 
 /// Adds the positional program and the flags of `kiln bench` to `app`, storing into `args`,
@@ -94,6 +97,8 @@ struct BenchReport {
   int64_t warmup = 0;
   std::vector<double> run_ms;  ///< Each timed run, in order.
   LatencyStats latency;
+  /// With --profile: each engine step's time over the timed runs, slowest first.
+  std::vector<engine::profiling::StepTime> profile;
 
   double load_ms() const { return program_load_ms + method_load_ms; }
 };
@@ -107,7 +112,8 @@ runtime::Result<BenchReport> run_bench(const BenchArgs& args);
 
 /// The `--json` object: "program", "method", "threads", "threads_applied", "inputs",
 /// "load_ms", "program_load_ms", "method_load_ms", "cache", "first_run_ms", "warmup", "runs",
-/// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run).
+/// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run); with --profile,
+/// "profile": [{"function", "step", "node", "op", "device", "calls", "total_ms", "mean_ms"}...].
 nlohmann::ordered_json bench_json(const BenchReport& report);
 
 /// The human-readable report, one fact per line.

@@ -1,6 +1,8 @@
 // The run-time half of a compiled function: steps over slots, input/output checks.
 #include <kiln/engine/compile/function_plan.h>
+#include <kiln/engine/compile/step_profile.h>
 
+#include <chrono>
 #include <cstring>
 
 namespace kiln::engine::compile {
@@ -72,7 +74,35 @@ Status run_step(CompiledFunctionImpl& impl, Step& step) {
   return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op + ")");
 }
 
+namespace {
+
+// execute() with each step timed for profiling::add_run.
+Status execute_profiled(CompiledFunctionImpl& impl) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> ms;
+  ms.reserve(impl.steps.size());
+  for (Step& step : impl.steps) {
+    auto start = Clock::now();
+    KILN_RETURN_IF_ERROR(run_step(impl, step));
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  std::vector<profiling::StepTime> names(impl.steps.size());
+  std::vector<const profiling::StepTime*> pointers;
+  for (size_t i = 0; i < impl.steps.size(); ++i) {
+    const PlacementEntry& p = impl.steps[i].placement;
+    names[i].node = p.node;
+    names[i].op = p.op;
+    names[i].device = p.device;
+    pointers.push_back(&names[i]);
+  }
+  profiling::add_run(impl.name, pointers, ms);
+  return Status();
+}
+
+}  // namespace
+
 Status CompiledFunctionImpl::execute() {
+  if (profiling::enabled()) return execute_profiled(*this);
   for (Step& step : steps) KILN_RETURN_IF_ERROR(run_step(*this, step));
   return Status();
 }
