@@ -1,6 +1,7 @@
 #include <kiln/exporter/onnx/onnx_importer.h>
 
 #include <kiln/engine/passes/constant_folding.h>
+#include <kiln/engine/passes/pattern_rewrites.h>
 #include <kiln/exporter/onnx/onnx_sandbox.h>
 #include <kiln/exporter/onnx/onnx_tensor.h>
 
@@ -72,6 +73,7 @@ class Importer {
       }
       graph.outputs.push_back(index);
     }
+    if (options_.rewrite_patterns) engine::passes::rewrite_patterns(model_, graph);
     model_.functions.push_back(std::move(graph));
     return std::move(model_);
   }

@@ -12,6 +12,9 @@ struct ImportOptions {
   std::string function_name = "forward";
   /// Fold constant subgraphs (shape arithmetic and the like) into weights.
   bool fold_constants = true;
+  /// Rewrite decomposed patterns into single ops (erf GELU → Gelu, division by a constant
+  /// scalar → multiplication), see `engine::passes::rewrite_patterns`.
+  bool rewrite_patterns = true;
 };
 
 /// Imports a serialized ONNX model (IR 3+, default-domain opsets 7–18) into an IR model with one

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <kiln/engine/ir/graph.h>
+
+#include <cstddef>
+
+namespace kiln::engine::passes {
+
+/// Rewrites decomposed patterns of a graph's top-level nodes into the ops they spell, so the
+/// engine can run (and fuse) them as one:
+/// - GELU (erf form) as exporters write it: `x * 0.5 * (1 + erf(x / sqrt(2)))` with the two
+///   multiplications in either order, or `x * (1 / sqrt(2))` inside the erf → `Gelu(x)`;
+/// - a division by a constant float scalar → a multiplication by its reciprocal (within an ulp;
+///   oneDNN runs Mul, and fuses it).
+/// Intermediate values must be read by the pattern only (not by other nodes, regions or the
+/// graph's outputs); constants must be f32 scalars (one element) within 1e-6 of the value.
+/// Returns how many patterns were rewritten. Never fails: what does not match is left as is.
+size_t rewrite_patterns(ir::Model& model, ir::Graph& graph);
+
+}  // namespace kiln::engine::passes
