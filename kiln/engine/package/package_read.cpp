@@ -189,12 +189,12 @@ class Decoder {
           }
           // Functions of one package (e.g. enumerated shapes) repeat the same symbolic dims:
           // decode each once.
-          std::string key;
-          dim_key(d, key);
-          auto known = dims_.find(key);
+          dim_key_.clear();  // reused: most keys are found, and then need no allocation
+          dim_key(d, dim_key_);
+          auto known = dims_.find(dim_key_);
           if (known == dims_.end()) {
             KILN_ASSIGN_OR_RETURN(ir::Dim decoded, dim(at(), d));
-            known = dims_.emplace(std::move(key), std::move(decoded)).first;
+            known = dims_.emplace(dim_key_, std::move(decoded)).first;
           }
           value.type.shape.push_back(known->second);
         }
@@ -333,6 +333,7 @@ class Decoder {
   std::map<uint32_t, ir::Dim> anonymous_;
   std::unordered_map<int64_t, ir::Dim> static_dims_;
   std::unordered_map<std::string, ir::Dim> dims_;  // by `dim_key`
+  std::string dim_key_;
 };
 
 Status decode_weights(const s::Package& package, runtime::Span<const uint8_t> segment,
