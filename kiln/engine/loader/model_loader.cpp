@@ -49,8 +49,7 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& sizes) {
 
 // One function bound to one set of input shapes: built at bind, or (bound from a cache hit)
 // on first use. `ready` lets runs skip the lock once the function is built.
-class BoundFunction {
- public:
+struct BoundFunction {
   BoundFunction(std::string name, std::vector<std::vector<int64_t>> sizes,
                 std::optional<artifact::FunctionRecord> expected)
       : name(std::move(name)), sizes(std::move(sizes)), expected(std::move(expected)) {}
@@ -87,17 +86,15 @@ Result<const compile::CompiledFunction*> Session::function() const {
   return static_cast<const compile::CompiledFunction*>(function);
 }
 
-bool Session::is_built() const {
-  return bound_->ready.load(std::memory_order_acquire) != nullptr;
-}
+bool Session::is_built() const { return bound_->ready.load(std::memory_order_acquire) != nullptr; }
 
 Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) const {
   std::lock_guard<std::mutex> lock(bound.mutex);
   if (compile::CompiledFunction* built = bound.ready.load(std::memory_order_acquire)) return built;
   auto compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
   if (!compiled.ok()) {
-    return compiled.status().with_context("build function '" + bound.name +
-                                          "' for input shapes " + shapes_text(bound.sizes));
+    return compiled.status().with_context("build function '" + bound.name + "' for input shapes " +
+                                          shapes_text(bound.sizes));
   }
   if (bound.expected && record_of(**compiled, bound.name, bound.sizes) != *bound.expected) {
     // The entry's packed weights are found by their layouts, so the new plan is still right

@@ -26,8 +26,7 @@ class PackageView;
 namespace kiln::engine {
 
 class LoadedModel;
-
-class BoundFunction;
+struct BoundFunction;  // internal: one function and shapes, built at bind or on first use
 
 /// One function of a loaded model bound to one set of input shapes: what a caller runs.
 /// Sessions bound to the same function and shapes share one compiled function (and its
@@ -76,12 +75,14 @@ struct FunctionPlacement {
 
 /// What a load did about the cache and the packed weights.
 struct LoadReport {
-  /// "hit": the compiled artifact came from the cache and its packed weights were used in
-  /// place; "miss": the model was specialized and (unless a warning says otherwise) stored;
-  /// "off": no cache (none given, or its directory is empty), or no function of the model has
-  /// static inputs (functions are then specialized on first use of each shape, uncached).
+  /// "hit": the compiled artifact came from the cache, listing exactly the model's static
+  /// functions and shapes, and its packed weights were adopted in place (the functions are
+  /// built on first use, see `deferred_functions`); "miss": the model was specialized and (unless a
+  /// warning says otherwise) stored; "off": no cache (none given, or its directory is empty), or no
+  /// function of the model has static inputs (functions are then specialized on first use of each
+  /// shape, uncached).
   std::string cache = "off";
-  std::string cache_entry;         ///< The entry's file on a hit; empty otherwise.
+  std::string cache_entry;        ///< The entry's file on a hit; empty otherwise.
   uint64_t packed_constants = 0;  ///< Weights packed (reordered) during the load.
   /// Weights taken packed from the artifact: on a hit, every packed weight it holds (adopted
   /// in place at load; the functions' ops use them when they are built, without repacking).
@@ -164,7 +165,8 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
 class ModelLoader {
  public:
   /// Loads `model` for `options`: checks that the options allow the CPU and specializes every
-  /// function whose inputs all have static shapes, so their first `bind` is immediate. All
+  /// function whose inputs all have static shapes (on a cache hit: on first use, below), so
+  /// their first `bind` is immediate. All
   /// functions and shapes of the result share one store of packed weights.
   ///
   /// With a `cache` (non-null, non-empty directory) the static functions' compiled artifact
@@ -175,8 +177,8 @@ class ModelLoader {
   /// (see `LoadedModel::bind`), so a warm load does not grow with the number of functions, and
   /// the first run of each function pays for its plan and kernels instead. A miss, or an
   /// artifact whose functions and shapes are not the model's static ones, specializes every
-  /// static function here and stores a new artifact. Cache problems never fail a load: they become warnings in
-  /// `load_report()`. `model` must outlive the result. Errors: NotSupported naming the
+  /// static function here and stores a new artifact. Cache problems never fail a load: they become
+  /// warnings in `load_report()`. `model` must outlive the result. Errors: NotSupported naming the
   /// options' identifier when they do not allow the CPU; any error of specializing a static
   /// function (see `compile::specialize`).
   static runtime::Result<std::shared_ptr<LoadedModel>> load(

@@ -61,11 +61,12 @@ class ModelChecker {
   Status check_value(const Where& where, const ir::Value& v) const {
     if (!runtime::is_valid_scalar_type(static_cast<int>(v.type.dtype))) {
       return fail(where(), "dtype " + std::to_string(static_cast<int>(v.type.dtype)) +
-                             " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) + ")");
+                               " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) +
+                               ")");
     }
     if (!v.type.rank_known && !v.type.shape.empty()) {
       return fail(where(), "has unknown rank but " + std::to_string(v.type.shape.size()) +
-                             " dims (expected none)");
+                               " dims (expected none)");
     }
     KILN_RETURN_IF_ERROR(check_index(
         where, [] { return std::string("weight"); }, v.weight, model_.weights.size(), true));
@@ -73,8 +74,8 @@ class ModelChecker {
     const ir::Weight& w = model_.weights[v.weight];
     if (w.dtype != v.type.dtype) {
       return fail(where(), "dtype " + std::string(runtime::to_string(v.type.dtype)) +
-                             " differs from its weight " + std::to_string(v.weight) + " (" +
-                             std::string(runtime::to_string(w.dtype)) + ")");
+                               " differs from its weight " + std::to_string(v.weight) + " (" +
+                               std::string(runtime::to_string(w.dtype)) + ")");
     }
     if (!v.type.rank_known) return Status();
     bool same = v.type.shape.size() == w.sizes.size();
@@ -83,8 +84,8 @@ class ModelChecker {
     }
     if (!same) {
       return fail(where(), "shape " + v.type.to_string() + " differs from its weight " +
-                             std::to_string(v.weight) + " (" + std::to_string(w.sizes.size()) +
-                             " dims)");
+                               std::to_string(v.weight) + " (" + std::to_string(w.sizes.size()) +
+                               " dims)");
     }
     return Status();
   }
@@ -102,8 +103,7 @@ class ModelChecker {
     for (const ir::Attribute& a : node.attributes) {
       if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
         auto what = [&] { return "attribute '" + a.name + "' weight"; };
-        KILN_RETURN_IF_ERROR(
-            check_index(where, what, ref->weight, model_.weights.size(), false));
+        KILN_RETURN_IF_ERROR(check_index(where, what, ref->weight, model_.weights.size(), false));
       }
     }
     for (size_t r = 0; r < node.regions.size(); ++r) {
@@ -114,8 +114,8 @@ class ModelChecker {
       }
       for (size_t i = 0; i < region.outputs.size(); ++i) {
         auto what = [i] { return "output " + std::to_string(i); };
-        KILN_RETURN_IF_ERROR(check_index([&] { return inner; }, what, region.outputs[i],
-                                         num_values, false));
+        KILN_RETURN_IF_ERROR(
+            check_index([&] { return inner; }, what, region.outputs[i], num_values, false));
       }
     }
     return Status();
