@@ -41,7 +41,7 @@ TEST(EngineOnnx, DigitsClassifierMatchesPyTorch) {
     auto status = session->run(in, out);
     ASSERT_TRUE(status.ok()) << status.to_string();
   }
-  EXPECT_EQ(session->function().num_dynamic_allocations(), 0u);
+  EXPECT_EQ((*session->function())->num_dynamic_allocations(), 0u);
 
   const auto* want = reinterpret_cast<const float*>(expected->data.data());
   const auto* label = reinterpret_cast<const int64_t*>(labels->data.data());
@@ -57,7 +57,7 @@ TEST(EngineOnnx, DigitsClassifierMatchesPyTorch) {
   EXPECT_EQ(correct, images->shape[0]);
 
   bool conv_on_onednn = false;
-  for (const auto& entry : session->function().placement()) {
+  for (const auto& entry : (*session->function())->placement()) {
     conv_on_onednn |= entry.op == "Conv" && entry.device == "cpu:onednn";
   }
   EXPECT_TRUE(conv_on_onednn);

@@ -37,7 +37,8 @@ namespace kiln::engine::artifact {
 inline constexpr uint32_t kArtifactFormatVersion = 1;
 
 /// What the artifact records of one function specialized at load. The plan is derived again
-/// at a warm load (it is cheap; packing is not) and must give the same fingerprint.
+/// after a warm load, when the function is first used (it is cheap; packing is not), and must
+/// give the same fingerprint.
 struct FunctionRecord {
   std::string name;
   std::vector<std::vector<int64_t>> input_sizes;

@@ -7,6 +7,7 @@
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
 
+#include <atomic>
 #include <optional>
 
 namespace kiln::engine {
@@ -15,37 +16,7 @@ using runtime::Error;
 using runtime::Result;
 using runtime::Status;
 
-Result<Session> LoadedModel::bind(std::string_view function,
-                                  const std::vector<std::vector<int64_t>>& input_sizes) {
-  Key key{std::string(function), input_sizes};
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = compiled_.find(key);
-  if (it == compiled_.end()) {
-    KILN_ASSIGN_OR_RETURN(auto compiled,
-                          compile::specialize(model_, function, input_sizes, options_, compile_));
-    it = compiled_.emplace(std::move(key), std::move(compiled)).first;
-  }
-  return Session(shared_from_this(), it->second);
-}
-
-std::vector<FunctionPlacement> LoadedModel::placement() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<FunctionPlacement> report;
-  for (const auto& [key, function] : compiled_) {
-    report.push_back(FunctionPlacement{key.first, key.second, function->placement()});
-  }
-  return report;
-}
-
-std::vector<std::string> LoadedModel::function_names() const {
-  std::vector<std::string> names;
-  for (const auto& graph : model_.functions) names.push_back(graph.name);
-  return names;
-}
-
 namespace {
-
-constexpr char kEngineVersion[] = "kiln-engine 1";
 
 // Everything of a compiled function's plan that a warm load must reproduce: each step's
 // placement (node, op, device, fused nodes, implementation) and the arena size.
@@ -57,6 +28,157 @@ uint64_t plan_fingerprint(const compile::CompiledFunction& function) {
   }
   return cache::checksum64(text.data(), text.size());
 }
+
+artifact::FunctionRecord record_of(const compile::CompiledFunction& compiled,
+                                   const std::string& name,
+                                   const std::vector<std::vector<int64_t>>& sizes) {
+  return artifact::FunctionRecord{name, sizes, plan_fingerprint(compiled), compiled.arena_bytes(),
+                                  static_cast<uint32_t>(compiled.placement().size())};
+}
+
+std::string shapes_text(const std::vector<std::vector<int64_t>>& sizes) {
+  std::string text;
+  for (const auto& shape : sizes) {
+    text += text.empty() ? "[" : ", [";
+    for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    text += ']';
+  }
+  return text.empty() ? "()" : text;
+}
+
+}  // namespace
+
+// One function bound to one set of input shapes: built at bind, or (bound from a cache hit)
+// on first use. `ready` lets runs skip the lock once the function is built.
+struct BoundFunction {
+  BoundFunction(std::string name, std::vector<std::vector<int64_t>> sizes,
+                std::optional<artifact::FunctionRecord> expected)
+      : name(std::move(name)), sizes(std::move(sizes)), expected(std::move(expected)) {}
+
+  const std::string name;
+  const std::vector<std::vector<int64_t>> sizes;
+  const std::optional<artifact::FunctionRecord> expected;  // the artifact's record, on a hit
+  std::mutex mutex;                                        // serializes the build
+  std::shared_ptr<compile::CompiledFunction> compiled;     // set once, under `mutex`
+  std::atomic<compile::CompiledFunction*> ready{nullptr};
+};
+
+Result<compile::CompiledFunction*> Session::built() const {
+  compile::CompiledFunction* function = bound_->ready.load(std::memory_order_acquire);
+  if (function != nullptr) return function;
+  return model_->build(*bound_);
+}
+
+Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
+                    runtime::Span<runtime::Tensor* const> outputs) {
+  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
+  return function->run(inputs, outputs);
+}
+
+Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
+                    runtime::Span<runtime::Tensor* const> outputs,
+                    const compile::CompiledFunction::OutputResizer& resize_output) {
+  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
+  return function->run(inputs, outputs, resize_output);
+}
+
+Result<const compile::CompiledFunction*> Session::function() const {
+  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
+  return static_cast<const compile::CompiledFunction*>(function);
+}
+
+bool Session::is_built() const { return bound_->ready.load(std::memory_order_acquire) != nullptr; }
+
+Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) const {
+  std::lock_guard<std::mutex> lock(bound.mutex);
+  if (compile::CompiledFunction* built = bound.ready.load(std::memory_order_acquire)) return built;
+  auto compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  if (!compiled.ok()) {
+    return compiled.status().with_context("build function '" + bound.name + "' for input shapes " +
+                                          shapes_text(bound.sizes));
+  }
+  if (bound.expected && record_of(**compiled, bound.name, bound.sizes) != *bound.expected) {
+    // The entry's packed weights are found by their layouts, so the new plan is still right
+    // (a weight it needs in another layout is packed now); the entry is stale, not wrong.
+    std::lock_guard<std::mutex> warnings_lock(warnings_mutex_);
+    build_warnings_.push_back("function '" + bound.name + "' for input shapes " +
+                              shapes_text(bound.sizes) + " did not match the plan of cache entry " +
+                              report_.cache_entry + " (" +
+                              std::to_string(compile_.packed->num_packed()) +
+                              " weights packed again so far); using the plan derived now");
+  }
+  bound.compiled = std::move(compiled).get();
+  bound.ready.store(bound.compiled.get(), std::memory_order_release);
+  return bound.compiled.get();
+}
+
+Result<Session> LoadedModel::bind(std::string_view function,
+                                  const std::vector<std::vector<int64_t>>& input_sizes) {
+  Key key{std::string(function), input_sizes};
+  std::shared_ptr<BoundFunction> bound;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = bound_.find(key);
+    if (it == bound_.end()) {
+      it = bound_.emplace(key, std::make_shared<BoundFunction>(key.first, key.second, std::nullopt))
+               .first;
+    }
+    bound = it->second;
+  }
+  // Not from the adopted artifact: build now, so bind reports what does not compile. A lazy
+  // entry (from the artifact) is built on first use.
+  if (!bound->expected) {
+    auto built = build(*bound);
+    if (!built.ok()) {
+      // Keep no entry for what does not compile (binding shapes that do not fit must not grow
+      // the map); a concurrent bind of the same key that is building it keeps its own pointer.
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = bound_.find(key);
+      if (it != bound_.end() && it->second == bound &&
+          bound->ready.load(std::memory_order_acquire) == nullptr) {
+        bound_.erase(it);
+      }
+      return built.status();
+    }
+  }
+  return Session(shared_from_this(), std::move(bound));
+}
+
+std::vector<FunctionPlacement> LoadedModel::placement() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<FunctionPlacement> report;
+  for (const auto& [key, bound] : bound_) {
+    const compile::CompiledFunction* function = bound->ready.load(std::memory_order_acquire);
+    if (function != nullptr) {
+      report.push_back(FunctionPlacement{key.first, key.second, function->placement()});
+    }
+  }
+  return report;
+}
+
+size_t LoadedModel::num_built() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t built = 0;
+  for (const auto& entry : bound_) {
+    built += entry.second->ready.load(std::memory_order_acquire) != nullptr ? 1 : 0;
+  }
+  return built;
+}
+
+std::vector<std::string> LoadedModel::build_warnings() const {
+  std::lock_guard<std::mutex> lock(warnings_mutex_);
+  return build_warnings_;
+}
+
+std::vector<std::string> LoadedModel::function_names() const {
+  std::vector<std::string> names;
+  for (const auto& graph : model_.functions) names.push_back(graph.name);
+  return names;
+}
+
+namespace {
+
+constexpr char kEngineVersion[] = "kiln-engine 1";
 
 struct StaticFunction {
   std::string name;
@@ -95,13 +217,6 @@ cache::CacheKey make_cache_key(uint64_t model_hash, const std::vector<StaticFunc
   return key;
 }
 
-artifact::FunctionRecord record_of(const StaticFunction& f,
-                                   const compile::CompiledFunction& compiled) {
-  return artifact::FunctionRecord{f.name, f.sizes, plan_fingerprint(compiled),
-                                  compiled.arena_bytes(),
-                                  static_cast<uint32_t>(compiled.placement().size())};
-}
-
 // The artifact payload of `records` and every packing of `packed`, as pieces pointing into it.
 void layout_payload(const std::vector<artifact::FunctionRecord>& records,
                     const cpu::PackedConstants& packed, artifact::ArtifactPieces& out) {
@@ -112,11 +227,16 @@ void layout_payload(const std::vector<artifact::FunctionRecord>& records,
   artifact::layout_artifact(records, packings, out);
 }
 
-// Looks the artifact up and adopts its packed weights; returns its function records on a hit.
-std::optional<std::vector<artifact::FunctionRecord>> adopt_cached(cache::ModelCache& cache,
-                                                                  const cache::CacheKey& key,
-                                                                  cpu::PackedConstants& packed,
-                                                                  LoadReport& report) {
+// What a cache lookup found: the artifact's function records and how many packed weights
+// were adopted from it.
+struct Adopted {
+  std::vector<artifact::FunctionRecord> functions;
+  uint64_t num_packed = 0;
+};
+
+// Looks the artifact up and adopts its packed weights; returns its records on a hit.
+std::optional<Adopted> adopt_cached(cache::ModelCache& cache, const cache::CacheKey& key,
+                                    cpu::PackedConstants& packed, LoadReport& report) {
   auto entry = cache.lookup(key);
   if (!entry.ok() || !entry->has_value()) return std::nullopt;
   const cache::MappedEntry& mapped = **entry;
@@ -134,7 +254,19 @@ std::optional<std::vector<artifact::FunctionRecord>> adopt_cached(cache::ModelCa
     }
   }
   report.cache_entry = mapped.path();
-  return std::move(view->functions);
+  return Adopted{std::move(view->functions), view->packed.size()};
+}
+
+// Whether `records` name exactly `functions` with their shapes, in order.
+bool same_functions(const std::vector<artifact::FunctionRecord>& records,
+                    const std::vector<StaticFunction>& functions) {
+  if (records.size() != functions.size()) return false;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].name != functions[i].name || records[i].input_sizes != functions[i].sizes) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -181,29 +313,41 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   // whose functions all have symbolic inputs specializes on first use of each shape, uncached.
   bool use_cache = cache != nullptr && !cache->dir().empty() && !functions.empty();
   cache::CacheKey key;
-  std::optional<std::vector<artifact::FunctionRecord>> cached;
+  std::optional<Adopted> cached;
   if (use_cache) {
     key = make_cache_key(model_hash, functions, options, compile);
     cached = adopt_cached(*cache, key, *with_store.packed, report);
+  }
+
+  if (cached && same_functions(cached->functions, functions)) {
+    // A hit builds nothing: each function is built on first use and checked then against its
+    // record, so the load costs the same for one function or many.
+    for (const artifact::FunctionRecord& record : cached->functions) {
+      loaded->bound_.emplace(
+          LoadedModel::Key{record.name, record.input_sizes},
+          std::make_shared<BoundFunction>(record.name, record.input_sizes, record));
+    }
+    report.cache = "hit";
+    report.adopted_constants = cached->num_packed;
+    report.deferred_functions = functions.size();
+    return loaded;
   }
 
   std::vector<artifact::FunctionRecord> records;
   for (const StaticFunction& f : functions) {
     Result<Session> session = loaded->bind(f.name, f.sizes);
     if (!session.ok()) return session.status().with_context("load model");
-    records.push_back(record_of(f, session->function()));
+    auto compiled = session->function();
+    if (!compiled.ok()) return compiled.status().with_context("load model");
+    records.push_back(record_of(**compiled, f.name, f.sizes));
   }
   report.packed_constants = with_store.packed->num_packed();
   report.adopted_constants = with_store.packed->num_adopted_used();
   if (!use_cache) return loaded;
 
-  if (cached && *cached == records && report.packed_constants == 0) {
-    report.cache = "hit";
-    return loaded;
-  }
   if (cached) {
     report.warnings.push_back(
-        "cache entry " + report.cache_entry + " did not match this engine's plan (" +
+        "cache entry " + report.cache_entry + " did not match this model's static functions (" +
         std::to_string(report.packed_constants) + " weights packed again); storing a new one");
     report.cache_entry.clear();
   }
@@ -261,7 +405,9 @@ Result<std::vector<uint8_t>> ModelLoader::compile_artifact(
     // Specialized by the load: bind returns the compiled function, compiling nothing.
     Result<Session> session = (*loaded)->bind(f.name, f.sizes);
     if (!session.ok()) return session.status().with_context("compile artifact");
-    records.push_back(record_of(f, session->function()));
+    auto compiled = session->function();
+    if (!compiled.ok()) return compiled.status().with_context("compile artifact");
+    records.push_back(record_of(**compiled, f.name, f.sizes));
   }
   artifact::ArtifactPieces payload;
   layout_payload(records, (*loaded)->packed_constants(), payload);

@@ -27,36 +27,44 @@ class PackageView;
 namespace kiln::engine {
 
 class LoadedModel;
+struct BoundFunction;  // internal: one function and shapes, built at bind or on first use
 
 /// One function of a loaded model bound to one set of input shapes: what a caller runs.
 /// Sessions bound to the same function and shapes share one compiled function (and its
 /// pre-packed weights); their runs are serialized by it. The session keeps its model alive.
-/// Thread-safety: `run` may be called from several threads (calls are serialized).
+///
+/// A session bound from a cache hit is lazy (see `LoadedModel::bind`): its compiled function
+/// is built on the first `run` or `function()` of any session of that function and shapes.
+/// Thread-safety: `run` and `function` may be called from several threads (runs are serialized;
+/// concurrent first uses build the function once, the others wait for it).
 class Session {
  public:
-  /// Runs the function; see `compile::CompiledFunction::run` for the contract. Errors:
-  /// InvalidArgument naming the input or output whose count, dtype or shape is wrong (the
-  /// shape given and the one bound); a kernel's error with the node named.
+  /// Runs the function, building it first when it is not built yet; see
+  /// `compile::CompiledFunction::run` for the contract. Errors: InvalidArgument naming the
+  /// input or output whose count, dtype or shape is wrong (the shape given and the one bound);
+  /// a kernel's error with the node named; any error of building the function (see `function`).
   runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
-                      runtime::Span<runtime::Tensor* const> outputs) {
-    return function_->run(inputs, outputs);
-  }
+                      runtime::Span<runtime::Tensor* const> outputs);
   /// Same, letting the caller grow each output first (see `CompiledFunction::run`).
   runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
                       runtime::Span<runtime::Tensor* const> outputs,
-                      const compile::CompiledFunction::OutputResizer& resize_output) {
-    return function_->run(inputs, outputs, resize_output);
-  }
-  const compile::CompiledFunction& function() const { return *function_; }
+                      const compile::CompiledFunction::OutputResizer& resize_output);
+  /// The compiled function, built now when it is not built yet. The pointer stays valid while
+  /// the session (or any session of the same function and shapes) lives. Errors: as
+  /// `compile::specialize`, with the function and shapes named ("build function 'f' for input
+  /// shapes [1, 8]: ..."); a failed build is tried again on the next call.
+  runtime::Result<const compile::CompiledFunction*> function() const;
+  /// Whether the compiled function has been built (always true for a session bound on a miss).
+  bool is_built() const;
 
  private:
   friend class LoadedModel;
-  Session(std::shared_ptr<const LoadedModel> model,
-          std::shared_ptr<compile::CompiledFunction> function)
-      : model_(std::move(model)), function_(std::move(function)) {}
+  Session(std::shared_ptr<const LoadedModel> model, std::shared_ptr<BoundFunction> bound)
+      : model_(std::move(model)), bound_(std::move(bound)) {}
+  runtime::Result<compile::CompiledFunction*> built() const;
 
   std::shared_ptr<const LoadedModel> model_;
-  std::shared_ptr<compile::CompiledFunction> function_;
+  std::shared_ptr<BoundFunction> bound_;
 };
 
 /// Where the steps of one bound function run.
@@ -68,14 +76,23 @@ struct FunctionPlacement {
 
 /// What a load did about the cache and the packed weights.
 struct LoadReport {
-  /// "hit": the compiled artifact came from the cache and its packed weights were used in
-  /// place; "miss": the model was specialized and (unless a warning says otherwise) stored;
-  /// "off": no cache (none given, or its directory is empty), or no function of the model has
-  /// static inputs (functions are then specialized on first use of each shape, uncached).
+  /// "hit": the compiled artifact came from the cache, listing exactly the model's static
+  /// functions and shapes, and its packed weights were adopted in place (the functions are
+  /// built on first use, see `deferred_functions`); "miss": the model was specialized and (unless a
+  /// warning says otherwise) stored; "off": no cache (none given, or its directory is empty), or no
+  /// function of the model has static inputs (functions are then specialized on first use of each
+  /// shape, uncached).
   std::string cache = "off";
-  std::string cache_entry;         ///< The entry's file on a hit; empty otherwise.
-  uint64_t packed_constants = 0;   ///< Weights packed (reordered) during the load.
-  uint64_t adopted_constants = 0;  ///< Weights taken packed from the artifact.
+  std::string cache_entry;        ///< The entry's file on a hit; empty otherwise.
+  uint64_t packed_constants = 0;  ///< Weights packed (reordered) during the load.
+  /// Weights taken packed from the artifact: on a hit, every packed weight it holds (adopted
+  /// in place at load; the functions' ops use them when they are built, without repacking).
+  uint64_t adopted_constants = 0;
+  /// On a hit: the functions of the artifact that the load did not build (all of them). Each
+  /// is built (plan derived, kernels created) on its first use through a session and checked
+  /// then against the artifact's plan fingerprint (see `LoadedModel::bind`). 0 otherwise: a
+  /// miss builds every static function at load.
+  uint64_t deferred_functions = 0;
   /// Why a hit was not used or a store failed (the load itself succeeded).
   std::vector<std::string> warnings;
 };
@@ -85,62 +102,84 @@ struct LoadReport {
 std::string engine_version();
 
 /// A model loaded for one `SpecializationOptions`: its functions, specialized per input shapes
-/// on first use (functions whose inputs are all static are specialized at load).
+/// on first use (functions whose inputs are all static are specialized at load, or on a cache
+/// hit on their first use).
 ///
 /// Lifetime: the `ir::Model` (or the package bytes) passed to `ModelLoader::load` must outlive
 /// the loaded model and every session; weights are referenced, never copied. Thread-safety:
-/// `bind` and `placement` are safe from several threads.
+/// every method is safe from several threads.
 class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
  public:
-  /// Binds `function` to `input_sizes` (one per function input), specializing it the first
-  /// time these shapes are seen and keeping the result for later binds. Errors: as
+  /// Binds `function` to `input_sizes` (one per function input). A function and shapes recorded
+  /// in the cache entry the load adopted (a hit) is bound lazily: the session is returned at
+  /// once and the function is built on its first use, from the adopted packed weights (nothing
+  /// is repacked). Its plan is then checked against the artifact's fingerprint; a plan that
+  /// differs is still used (packed weights are found by their layouts, so any weight the new
+  /// plan needs in another layout is packed then) and a warning goes to `build_warnings()`.
+  /// Other functions and shapes are specialized here the first time they are seen; the result
+  /// is kept for later binds. Errors (at bind, or for a lazy session at its first use): as
   /// `compile::specialize` (NotFound for an unknown function, InvalidArgument naming an input
   /// whose shape does not fit, NotSupported naming a node the engine cannot compile).
   runtime::Result<Session> bind(std::string_view function,
                                 const std::vector<std::vector<int64_t>>& input_sizes);
 
-  /// Where each step of each function specialized so far runs (node, op, device, fused nodes),
-  /// ordered by function name then shapes.
+  /// Where each step of each function built so far runs (node, op, device, fused nodes),
+  /// ordered by function name then shapes. A lazily bound function appears once built.
   std::vector<FunctionPlacement> placement() const;
 
   const specialization::SpecializationOptions& options() const { return options_; }
   /// The model's function names, in model order.
   std::vector<std::string> function_names() const;
-  /// What the load did (cache state, weights packed or adopted).
+  /// What the load did (cache state, weights packed or adopted). Fixed once the load returns.
   const LoadReport& load_report() const { return report_; }
+  /// How many functions-and-shapes are built so far (at load, by `bind`, or by a lazy
+  /// session's first use).
+  size_t num_built() const;
+  /// Warnings raised while building lazily bound functions since the load (a plan that does not
+  /// match the artifact's fingerprint), in order.
+  std::vector<std::string> build_warnings() const;
   /// The packed weights of every function and shape bound so far.
   const cpu::PackedConstants& packed_constants() const { return *compile_.packed; }
 
  private:
   friend class ModelLoader;
+  friend class Session;
   LoadedModel(const ir::Model& model, specialization::SpecializationOptions options,
               compile::CompileOptions compile)
       : model_(model), options_(std::move(options)), compile_(std::move(compile)) {}
 
   using Key = std::pair<std::string, std::vector<std::vector<int64_t>>>;
+  /// Builds `bound` unless it is built; serialized per function and shapes.
+  runtime::Result<compile::CompiledFunction*> build(BoundFunction& bound) const;
+
   const ir::Model& model_;
   specialization::SpecializationOptions options_;
   compile::CompileOptions compile_;
   LoadReport report_;
-  mutable std::mutex mutex_;
-  std::map<Key, std::shared_ptr<compile::CompiledFunction>> compiled_;
+  mutable std::mutex mutex_;  // guards bound_
+  std::map<Key, std::shared_ptr<BoundFunction>> bound_;
+  mutable std::mutex warnings_mutex_;
+  mutable std::vector<std::string> build_warnings_;
 };
 
 /// Loads models for the CPU device (DESIGN.md §4).
 class ModelLoader {
  public:
   /// Loads `model` for `options`: checks that the options allow the CPU and specializes every
-  /// function whose inputs all have static shapes, so their first `bind` is immediate. All
+  /// function whose inputs all have static shapes (on a cache hit: on first use, below), so
+  /// their first `bind` is immediate. All
   /// functions and shapes of the result share one store of packed weights.
   ///
   /// With a `cache` (non-null, non-empty directory) the static functions' compiled artifact
   /// is looked up under a `cache::CacheKey` of the model's package hash, those functions and
   /// shapes, the options' identifier (plus ";fuse=0" when fusion is off), `engine_version()`
   /// and `specialization::cpu_features()`. A hit adopts the artifact's packed weights in place
-  /// (mapped, not copied or repacked) and derives the plans again, checking them against the
-  /// artifact's fingerprints; a miss, or an artifact that does not match, specializes and
-  /// stores a new artifact. Cache problems never fail a load: they become warnings in
-  /// `load_report()`. `model` must outlive the result. Errors: NotSupported naming the
+  /// (mapped, not copied or repacked) and builds no function: each is built on its first use
+  /// (see `LoadedModel::bind`), so a warm load does not grow with the number of functions, and
+  /// the first run of each function pays for its plan and kernels instead. A miss, or an
+  /// artifact whose functions and shapes are not the model's static ones, specializes every
+  /// static function here and stores a new artifact. Cache problems never fail a load: they become
+  /// warnings in `load_report()`. `model` must outlive the result. Errors: NotSupported naming the
   /// options' identifier when they do not allow the CPU; any error of specializing a static
   /// function (see `compile::specialize`).
   static runtime::Result<std::shared_ptr<LoadedModel>> load(

@@ -45,31 +45,37 @@ class ModelChecker {
     return Status(code_, action_ + ": " + where + ": " + problem);
   }
 
-  Status check_index(const std::string& where, const std::string& what, int64_t index, size_t count,
+  // `where()` and `what()` make the message's parts: only for a bad index (checking a large
+  // model must not build a string per index).
+  template <typename Where, typename What>
+  Status check_index(const Where& where, const What& what, int64_t index, size_t count,
                      bool allow_absent) const {
     if ((allow_absent && index == -1) || (index >= 0 && static_cast<size_t>(index) < count)) {
       return Status();
     }
-    return fail(where, what + " is " + std::to_string(index) + " (expected " +
-                           (allow_absent ? "-1 or " : "") + range(count) + ")");
+    return fail(where(), what() + " is " + std::to_string(index) + " (expected " +
+                             (allow_absent ? "-1 or " : "") + range(count) + ")");
   }
 
-  Status check_value(const std::string& where, const ir::Value& v) const {
+  template <typename Where>
+  Status check_value(const Where& where, const ir::Value& v) const {
     if (!runtime::is_valid_scalar_type(static_cast<int>(v.type.dtype))) {
-      return fail(where, "dtype " + std::to_string(static_cast<int>(v.type.dtype)) +
-                             " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) + ")");
+      return fail(where(), "dtype " + std::to_string(static_cast<int>(v.type.dtype)) +
+                               " (expected 0.." + std::to_string(runtime::kNumScalarTypes - 1) +
+                               ")");
     }
     if (!v.type.rank_known && !v.type.shape.empty()) {
-      return fail(where, "has unknown rank but " + std::to_string(v.type.shape.size()) +
-                             " dims (expected none)");
+      return fail(where(), "has unknown rank but " + std::to_string(v.type.shape.size()) +
+                               " dims (expected none)");
     }
-    KILN_RETURN_IF_ERROR(check_index(where, "weight", v.weight, model_.weights.size(), true));
+    KILN_RETURN_IF_ERROR(check_index(
+        where, [] { return std::string("weight"); }, v.weight, model_.weights.size(), true));
     if (v.weight < 0) return Status();
     const ir::Weight& w = model_.weights[v.weight];
     if (w.dtype != v.type.dtype) {
-      return fail(where, "dtype " + std::string(runtime::to_string(v.type.dtype)) +
-                             " differs from its weight " + std::to_string(v.weight) + " (" +
-                             std::string(runtime::to_string(w.dtype)) + ")");
+      return fail(where(), "dtype " + std::string(runtime::to_string(v.type.dtype)) +
+                               " differs from its weight " + std::to_string(v.weight) + " (" +
+                               std::string(runtime::to_string(w.dtype)) + ")");
     }
     if (!v.type.rank_known) return Status();
     bool same = v.type.shape.size() == w.sizes.size();
@@ -77,59 +83,63 @@ class ModelChecker {
       same = !v.type.shape[d].is_static() || v.type.shape[d].value() == w.sizes[d];
     }
     if (!same) {
-      return fail(where, "shape " + v.type.to_string() + " differs from its weight " +
-                             std::to_string(v.weight) + " (" + std::to_string(w.sizes.size()) +
-                             " dims)");
+      return fail(where(), "shape " + v.type.to_string() + " differs from its weight " +
+                               std::to_string(v.weight) + " (" + std::to_string(w.sizes.size()) +
+                               " dims)");
     }
     return Status();
   }
 
   Status check_node(const std::string& function, const ir::Node& node, size_t num_values) const {
-    std::string where = function + " node '" + node.name + "' (" + node.op + ")";
+    auto where = [&] { return function + " node '" + node.name + "' (" + node.op + ")"; };
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(
-          check_index(where, "input " + std::to_string(i), node.inputs[i], num_values, true));
+      auto what = [i] { return "input " + std::to_string(i); };
+      KILN_RETURN_IF_ERROR(check_index(where, what, node.inputs[i], num_values, true));
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(
-          check_index(where, "output " + std::to_string(i), node.outputs[i], num_values, false));
+      auto what = [i] { return "output " + std::to_string(i); };
+      KILN_RETURN_IF_ERROR(check_index(where, what, node.outputs[i], num_values, false));
     }
     for (const ir::Attribute& a : node.attributes) {
       if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
-        KILN_RETURN_IF_ERROR(check_index(where, "attribute '" + a.name + "' weight", ref->weight,
-                                         model_.weights.size(), false));
+        auto what = [&] { return "attribute '" + a.name + "' weight"; };
+        KILN_RETURN_IF_ERROR(check_index(where, what, ref->weight, model_.weights.size(), false));
       }
     }
     for (size_t r = 0; r < node.regions.size(); ++r) {
       const ir::Region& region = node.regions[r];
-      std::string inner = where + " region " + std::to_string(r);
+      std::string inner = where() + " region " + std::to_string(r);
       for (const ir::Node& n : region.nodes) {
         KILN_RETURN_IF_ERROR(check_node(inner, n, num_values));
       }
       for (size_t i = 0; i < region.outputs.size(); ++i) {
-        KILN_RETURN_IF_ERROR(check_index(inner, "output " + std::to_string(i), region.outputs[i],
-                                         num_values, false));
+        auto what = [i] { return "output " + std::to_string(i); };
+        KILN_RETURN_IF_ERROR(
+            check_index([&] { return inner; }, what, region.outputs[i], num_values, false));
       }
     }
     return Status();
   }
 
   Status check_function(const ir::Graph& f) const {
-    std::string where = "function '" + f.name + "'";
+    const std::string function = "function '" + f.name + "'";
+    auto where = [&] { return function; };
     for (size_t i = 0; i < f.values.size(); ++i) {
-      KILN_RETURN_IF_ERROR(check_value(
-          where + " value " + std::to_string(i) + " '" + f.values[i].name + "'", f.values[i]));
+      auto value_where = [&] {
+        return where() + " value " + std::to_string(i) + " '" + f.values[i].name + "'";
+      };
+      KILN_RETURN_IF_ERROR(check_value(value_where, f.values[i]));
     }
     for (const ir::Node& node : f.nodes) {
-      KILN_RETURN_IF_ERROR(check_node(where, node, f.values.size()));
+      KILN_RETURN_IF_ERROR(check_node(function, node, f.values.size()));
     }
     for (size_t i = 0; i < f.inputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(
-          check_index(where, "input " + std::to_string(i), f.inputs[i], f.values.size(), false));
+      auto what = [i] { return "input " + std::to_string(i); };
+      KILN_RETURN_IF_ERROR(check_index(where, what, f.inputs[i], f.values.size(), false));
     }
     for (size_t i = 0; i < f.outputs.size(); ++i) {
-      KILN_RETURN_IF_ERROR(
-          check_index(where, "output " + std::to_string(i), f.outputs[i], f.values.size(), false));
+      auto what = [i] { return "output " + std::to_string(i); };
+      KILN_RETURN_IF_ERROR(check_index(where, what, f.outputs[i], f.values.size(), false));
     }
     return Status();
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace kiln::engine::package {
 
@@ -125,58 +126,83 @@ class Decoder {
     return result;
   }
 
-  Result<ir::Node> node(const std::string& outer, const s::Node* n) {
-    ir::Node node;
+  // Decodes `n` into `node` (in place: a node is large to move).
+  Status node(const std::string& outer, const s::Node* n, ir::Node& node) {
     node.name = str(n->name());
     node.op = str(n->op());
     node.domain = str(n->domain());
-    std::string where = outer + " node '" + node.name + "'";
-    if (node.op.empty()) return invalid(where, "has no op");
+    // Messages name the node; the text is made only when needed (most nodes never need it).
+    std::string where_text;
+    auto where = [&]() -> const std::string& {
+      if (where_text.empty()) where_text = outer + " node '" + node.name + "'";
+      return where_text;
+    };
+    if (node.op.empty()) return invalid(where(), "has no op");
     node.inputs = list(n->inputs());
     node.outputs = list(n->outputs());
-    for (const s::Attribute* a : list(n->attributes())) {
-      KILN_ASSIGN_OR_RETURN(ir::Attribute attribute, this->attribute(where, a));
-      node.attributes.push_back(std::move(attribute));
+    if (n->attributes() != nullptr) {
+      node.attributes.reserve(n->attributes()->size());
+      for (const s::Attribute* a : *n->attributes()) {
+        KILN_ASSIGN_OR_RETURN(ir::Attribute attribute, this->attribute(where, a));
+        node.attributes.push_back(std::move(attribute));
+      }
     }
     for (const s::Region* r : list(n->regions())) {
       ir::Region region;
-      std::string inner = where + " region " + std::to_string(node.regions.size());
+      std::string inner = where() + " region " + std::to_string(node.regions.size());
       for (const s::Node* child : list(r->nodes())) {
-        KILN_ASSIGN_OR_RETURN(ir::Node decoded, this->node(inner, child));
-        region.nodes.push_back(std::move(decoded));
+        KILN_RETURN_IF_ERROR(this->node(inner, child, region.nodes.emplace_back()));
       }
       region.outputs = list(r->outputs());
       node.regions.push_back(std::move(region));
     }
-    return node;
+    return Status();
   }
 
   Result<ir::Graph> function(size_t index, const s::Function* f) {
     ir::Graph g;
     g.name = str(f->name());
     std::string where = "function " + std::to_string(index) + " '" + g.name + "'";
+    // Reserved up front: growing would copy every value and node decoded so far (their moves
+    // are not noexcept), which made decoding a package of many functions slow.
+    g.values.reserve(f->values() != nullptr ? f->values()->size() : 0);
+    g.nodes.reserve(f->nodes() != nullptr ? f->nodes()->size() : 0);
     for (const s::Value* v : list(f->values())) {
       ir::Value value;
       value.name = str(v->name());
       value.weight = v->weight();
-      std::string at = where + " value '" + value.name + "'";
+      auto at = [&] { return where + " value '" + value.name + "'"; };
       const s::TensorType* type = v->type();
-      if (type == nullptr) return invalid(at, "has no type");
+      if (type == nullptr) return invalid(at(), "has no type");
       if (!runtime::is_valid_scalar_type(type->dtype())) {
-        return invalid(at, "dtype " + std::to_string(type->dtype()) + " (expected 0.." +
-                               std::to_string(runtime::kNumScalarTypes - 1) + ")");
+        return invalid(at(), "dtype " + std::to_string(type->dtype()) + " (expected 0.." +
+                                 std::to_string(runtime::kNumScalarTypes - 1) + ")");
       }
       value.type.dtype = static_cast<runtime::ScalarType>(type->dtype());
       value.type.rank_known = type->rank_known();
-      for (const s::Dim* d : list(type->shape())) {
-        KILN_ASSIGN_OR_RETURN(ir::Dim decoded, dim(at, d));
-        value.type.shape.push_back(std::move(decoded));
+      if (type->shape() != nullptr) {
+        value.type.shape.reserve(type->shape()->size());
+        for (const s::Dim* d : *type->shape()) {
+          if (d->terms() == nullptr || d->terms()->size() == 0) {
+            value.type.shape.push_back(static_dim(d->constant()));
+            continue;
+          }
+          // Functions of one package (e.g. enumerated shapes) repeat the same symbolic dims:
+          // decode each once.
+          dim_key_.clear();  // reused: most keys are found, and then need no allocation
+          dim_key(d, dim_key_);
+          auto known = dims_.find(dim_key_);
+          if (known == dims_.end()) {
+            KILN_ASSIGN_OR_RETURN(ir::Dim decoded, dim(at(), d));
+            known = dims_.emplace(dim_key_, std::move(decoded)).first;
+          }
+          value.type.shape.push_back(known->second);
+        }
       }
       g.values.push_back(std::move(value));
     }
     for (const s::Node* n : list(f->nodes())) {
-      KILN_ASSIGN_OR_RETURN(ir::Node decoded, node(where, n));
-      g.nodes.push_back(std::move(decoded));
+      KILN_RETURN_IF_ERROR(node(where, n, g.nodes.emplace_back()));
     }
     g.inputs = list(f->inputs());
     g.outputs = list(f->outputs());
@@ -224,12 +250,14 @@ class Decoder {
         where, "dim term kind " + std::to_string(static_cast<int>(t->atom())) + " (expected 0..3)");
   }
 
-  Result<ir::Attribute> attribute(const std::string& where, const s::Attribute* a) {
+  // `where()` names the node, for messages.
+  template <typename Where>
+  Result<ir::Attribute> attribute(const Where& where, const s::Attribute* a) {
     ir::Attribute out;
     out.name = str(a->name());
-    std::string at = where + " attribute '" + out.name + "'";
-    if (a->name() == nullptr || out.name.empty()) return invalid(where, "attribute has no name");
-    auto absent = [&] { return invalid(at, "has no value"); };
+    auto at = [&] { return where() + " attribute '" + out.name + "'"; };
+    if (a->name() == nullptr || out.name.empty()) return invalid(where(), "attribute has no name");
+    auto absent = [&] { return invalid(at(), "has no value"); };
     switch (a->value_type()) {
       case s::AttributeValue::IntAttr:
         if (a->value_as_IntAttr() == nullptr) return absent();
@@ -246,14 +274,14 @@ class Decoder {
       case s::AttributeValue::IntsAttr: {
         const auto* v = a->value_as_IntsAttr();
         if (v == nullptr) return absent();
-        if (!aligned(v->values())) return invalid(at, "ints are misaligned");
+        if (!aligned(v->values())) return invalid(at(), "ints are misaligned");
         out.value = list(v->values());
         return out;
       }
       case s::AttributeValue::FloatsAttr: {
         const auto* v = a->value_as_FloatsAttr();
         if (v == nullptr) return absent();
-        if (!aligned(v->values())) return invalid(at, "floats are misaligned");
+        if (!aligned(v->values())) return invalid(at(), "floats are misaligned");
         out.value = list(v->values());
         return out;
       }
@@ -270,12 +298,42 @@ class Decoder {
         out.value = ir::WeightRef{a->value_as_WeightRefAttr()->weight()};
         return out;
       default:
-        return invalid(at, "value type " + std::to_string(static_cast<int>(a->value_type())) +
-                               " (expected 1..7)");
+        return invalid(at(), "value type " + std::to_string(static_cast<int>(a->value_type())) +
+                                 " (expected 1..7)");
     }
   }
 
+  // Appends to `key` every field of `d` that decoding reads: equal keys decode to equal dims.
+  static void dim_key(const s::Dim* d, std::string& key) {
+    auto append = [&key](auto field) {
+      key.append(reinterpret_cast<const char*>(&field), sizeof(field));
+    };
+    append(d->constant());
+    append(static_cast<uint32_t>(d->terms() != nullptr ? d->terms()->size() : 0));
+    for (const s::DimTerm* t : list(d->terms())) {
+      append(t->coefficient());
+      append(static_cast<uint8_t>(t->atom()));
+      append(t->anonymous());
+      append(static_cast<uint32_t>(t->symbol() != nullptr ? t->symbol()->size() : 0));
+      if (t->symbol() != nullptr) key.append(t->symbol()->data(), t->symbol()->size());
+      for (const s::Dim* operand : {t->left(), t->right()}) {
+        append(static_cast<uint8_t>(operand != nullptr));
+        if (operand != nullptr) dim_key(operand, key);
+      }
+    }
+  }
+
+  // A Dim holds its expression on the heap and is immutable, so equal sizes share one.
+  const ir::Dim& static_dim(int64_t value) {
+    auto it = static_dims_.find(value);
+    if (it == static_dims_.end()) it = static_dims_.emplace(value, ir::Dim(value)).first;
+    return it->second;
+  }
+
   std::map<uint32_t, ir::Dim> anonymous_;
+  std::unordered_map<int64_t, ir::Dim> static_dims_;
+  std::unordered_map<std::string, ir::Dim> dims_;  // by `dim_key`
+  std::string dim_key_;
 };
 
 Status decode_weights(const s::Package& package, runtime::Span<const uint8_t> segment,

@@ -25,13 +25,13 @@ TEST(ModelLoader, LoadsBindsRunsAndReportsPlacement) {
   ASSERT_TRUE(session.ok()) << session.status().to_string();
   auto again = (*loaded)->bind("main", {{1, 8, 10, 10}});
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(&session->function(), &again->function());  // one compiled function, shared
+  EXPECT_EQ(*session->function(), *again->function());  // one compiled function, shared
 
   std::vector<Buffer> inputs;
   inputs.push_back(random_input(ScalarType::Float32, {1, 8, 10, 10}, 5));
   std::vector<const Tensor*> in = {&inputs[0].tensor};
   auto expected = interpret(model, in);
-  auto outputs = output_buffers(session->function());
+  auto outputs = output_buffers(**session->function());
   std::vector<Tensor*> out = {&outputs[0].tensor};
   ASSERT_TRUE(session->run(in, out).ok());
   expect_close(outputs[0].tensor, expected[0].tensor);
@@ -54,7 +54,7 @@ TEST(ModelLoader, LoadsFromAPackageWithoutCopyingWeights) {
   inputs.push_back(random_input(ScalarType::Float32, {1, 8, 10, 10}, 6));
   std::vector<const Tensor*> in = {&inputs[0].tensor};
   auto expected = interpret(model, in);
-  auto outputs = output_buffers(session->function());
+  auto outputs = output_buffers(**session->function());
   std::vector<Tensor*> out = {&outputs[0].tensor};
   ASSERT_TRUE(session->run(in, out).ok());
   expect_close(outputs[0].tensor, expected[0].tensor);
@@ -97,7 +97,7 @@ void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int
   inputs.push_back(random_input(ScalarType::Float32, {batch, 8, 10, 10}, 9));
   std::vector<const Tensor*> in = {&inputs[0].tensor};
   auto expected = interpret(model, in);
-  auto outputs = output_buffers(session->function());
+  auto outputs = output_buffers(**session->function());
   std::vector<Tensor*> out = {&outputs[0].tensor};
   ASSERT_TRUE(session->run(in, out).ok());
   expect_close(outputs[0].tensor, expected[0].tensor);
