@@ -22,9 +22,9 @@ Result<std::unique_ptr<CpuOp>> create_global_average_pool(const OpDesc& desc) {
     // oneDNN's reduction has no JIT kernel for a layout other than plain (its reference one is
     // hundreds of times slower); average pooling over the whole image has one for every layout.
     memory::desc y_any(y_md.dims(), memory::data_type::f32, memory::format_tag::any);
-    dnnl::pooling_v2_forward::desc pool_desc(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding, *hint,
-        y_any, {1, 1}, {x[2], x[3]}, {0, 0}, {0, 0}, {0, 0});
+    dnnl::pooling_v2_forward::desc pool_desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::pooling_avg_exclude_padding, *hint,
+                                             y_any, {1, 1}, {x[2], x[3]}, {0, 0}, {0, 0}, {0, 0});
     dnnl::pooling_v2_forward::primitive_desc pd(pool_desc, base_attr(), cpu_engine());
     auto op = std::make_unique<StagedOp>(desc, dnnl::pooling_v2_forward(pd), pd, *shape);
     op->bind_input(0, DNNL_ARG_SRC, x_md, pd.src_desc());

@@ -308,8 +308,8 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
   const int64_t bias_gates = cell_ == Cell::LbrGru ? 4 : d_.gates;
   memory::desc bias_md({1, D, bias_gates, H}, f32, memory::format_tag::ldgo);
   const auto weight_tag = N <= kSmallBatch ? memory::format_tag::ldigo : memory::format_tag::any;
-  memory::desc w_any({1, D, d_.input, d_.gates, H}, f32, weight_tag);
-  memory::desc r_any({1, D, H, d_.gates, H}, f32, weight_tag);
+  memory::desc w_want({1, D, d_.input, d_.gates, H}, f32, weight_tag);
+  memory::desc r_want({1, D, H, d_.gates, H}, f32, weight_tag);
   const int num_states = cell_ == Cell::Lstm ? 2 : 1;
   std::array<memory::desc, 2> src_iter_md, dst_iter_md;
   for (int s = 0; s < num_states; ++s) {
@@ -324,7 +324,7 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
   if (cell_ == Cell::Lstm) {
     dnnl::lstm_forward::primitive_desc lstm(
         dnnl::lstm_forward::desc(prop, direction, src_layer_md, src_iter_md[0], src_iter_md[1],
-                                 w_any, r_any, bias_md, dst_layer_md, dst_iter_md[0],
+                                 w_want, r_want, bias_md, dst_layer_md, dst_iter_md[0],
                                  dst_iter_md[1]),
         attr, cpu_engine());
     primitive_ = dnnl::lstm_forward(lstm);
@@ -333,7 +333,7 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
     pd = lstm;
   } else if (cell_ == Cell::Gru) {
     dnnl::gru_forward::primitive_desc gru(
-        dnnl::gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_any, r_any,
+        dnnl::gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_want, r_want,
                                 bias_md, dst_layer_md, dst_iter_md[0]),
         attr, cpu_engine());
     primitive_ = dnnl::gru_forward(gru);
@@ -342,7 +342,7 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
     pd = gru;
   } else {
     dnnl::lbr_gru_forward::primitive_desc gru(
-        dnnl::lbr_gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_any, r_any,
+        dnnl::lbr_gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_want, r_want,
                                     bias_md, dst_layer_md, dst_iter_md[0]),
         attr, cpu_engine());
     primitive_ = dnnl::lbr_gru_forward(gru);

@@ -57,7 +57,7 @@ class DirectionsOp final : public CpuOp {
   std::string describe_;
   std::vector<bool> sliced_;  ///< Per input: present and split by direction (all but X).
   std::vector<runtime::Tensor> constant_slices_;  ///< Kept alive for the parts' lifetime.
-  int64_t seq_ = 0, row_ = 0;                   ///< T, and N * H (one step of one direction).
+  int64_t seq_ = 0, row_ = 0;                     ///< T, and N * H (one step of one direction).
   std::array<Part, 2> parts_;
 };
 
@@ -86,8 +86,8 @@ Result<std::unique_ptr<CpuOp>> DirectionsOp::create(const OpDesc& desc) {
                                            return a.name == "direction" || a.name == "activations";
                                          }),
                           part.attributes.end());
-    part.attributes.push_back(ir::Attribute{"direction", std::string(dir == 0 ? "forward"
-                                                                              : "reverse")});
+    part.attributes.push_back(
+        ir::Attribute{"direction", std::string(dir == 0 ? "forward" : "reverse")});
     part.constants.resize(n, nullptr);
     part.constant_hashes.resize(n, 0);
     for (size_t i = 0; i < n; ++i) {
@@ -122,8 +122,8 @@ Result<std::unique_ptr<CpuOp>> DirectionsOp::create(const OpDesc& desc) {
     p.inputs.assign(n, nullptr);
     for (size_t i = 0; i < n; ++i) {
       if (op->sliced_[i] && input_constant(desc, i) == nullptr) {
-        p.input_views[i] = runtime::Tensor(desc.inputs[i].dtype,
-                                           one_direction(desc.inputs[i].sizes), nullptr);
+        p.input_views[i] =
+            runtime::Tensor(desc.inputs[i].dtype, one_direction(desc.inputs[i].sizes), nullptr);
       }
     }
     p.y.resize(static_cast<size_t>(op->seq_ * op->row_));
