@@ -75,7 +75,9 @@ struct OpDesc {
   std::vector<PostOp> post_ops;  ///< Fused after the op (MatMul, Gemm, Conv).
   int num_outputs = 1;           ///< Outputs asked for; extra optional outputs are NotSupported.
   /// Intra-op threads for create and run; 0 = the library's default (all cores). Takes effect
-  /// for this op only (the caller's OpenMP setting is restored after each call).
+  /// for this op only (the caller's OpenMP setting is restored after each call). An upper
+  /// bound: LSTM and GRU of batches of 1-2 rows use one thread per direction, since splitting
+  /// their per-step work over more only adds synchronization.
   int num_threads = 0;
   ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
   /// Same length as `inputs`, or empty: a non-empty entry is the native layout

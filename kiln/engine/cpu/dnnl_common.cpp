@@ -13,7 +13,8 @@ dnnl::engine& cpu_engine() {
 }
 
 dnnl::stream& cpu_stream() {
-  static dnnl::stream stream(cpu_engine());
+  // One per thread: ops may run on several threads at once (dnnl_rnn_directions.cpp).
+  static thread_local dnnl::stream stream(cpu_engine());
   return stream;
 }
 

@@ -20,7 +20,8 @@ using runtime::Error;
 using runtime::Result;
 using runtime::Status;
 
-/// The process-wide CPU engine and an in-order stream on it (created on first use).
+/// The process-wide CPU engine and an in-order stream on it for the calling thread (each
+/// created on first use).
 dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
 
@@ -154,5 +155,8 @@ Result<std::unique_ptr<CpuOp>> create_batch_norm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_unary(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_binary(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_rnn(const OpDesc& desc);  ///< LSTM, GRU.
+/// A bidirectional LSTM or GRU (ONNX layout 0, inputs validated) as one op per direction, run
+/// side by side on two threads of one each (dnnl_rnn_directions.cpp).
+Result<std::unique_ptr<CpuOp>> create_rnn_directions(const OpDesc& desc);
 
 }  // namespace kiln::engine::cpu::dnnl_impl

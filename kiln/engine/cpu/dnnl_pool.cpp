@@ -17,7 +17,21 @@ Result<std::unique_ptr<CpuOp>> create_global_average_pool(const OpDesc& desc) {
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
   memory::desc x_md = plain_md(x), y_md = plain_md(*shape);
   // Reads its producer's layout when it has one (e.g. a Conv's blocked output).
-  memory::desc x_want = input_layout_hint(desc, 0, x_md.dims()).value_or(x_md);
+  std::optional<memory::desc> hint = input_layout_hint(desc, 0, x_md.dims());
+  if (hint && x.size() == 4) {
+    // oneDNN's reduction has no JIT kernel for a layout other than plain (its reference one is
+    // hundreds of times slower); average pooling over the whole image has one for every layout.
+    memory::desc y_any(y_md.dims(), memory::data_type::f32, memory::format_tag::any);
+    dnnl::pooling_v2_forward::desc pool_desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::pooling_avg_exclude_padding, *hint,
+                                             y_any, {1, 1}, {x[2], x[3]}, {0, 0}, {0, 0}, {0, 0});
+    dnnl::pooling_v2_forward::primitive_desc pd(pool_desc, base_attr(), cpu_engine());
+    auto op = std::make_unique<StagedOp>(desc, dnnl::pooling_v2_forward(pd), pd, *shape);
+    op->bind_input(0, DNNL_ARG_SRC, x_md, pd.src_desc());
+    op->bind_output(DNNL_ARG_DST, y_md, pd.dst_desc());
+    return std::unique_ptr<CpuOp>(std::move(op));
+  }
+  memory::desc x_want = hint.value_or(x_md);
   dnnl::reduction::desc reduction_desc(dnnl::algorithm::reduction_mean, x_want, y_md, 0.0f, 0.0f);
   dnnl::reduction::primitive_desc pd(reduction_desc, base_attr(), cpu_engine());
   auto op = std::make_unique<StagedOp>(desc, dnnl::reduction(pd), pd, *shape);

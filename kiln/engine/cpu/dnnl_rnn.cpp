@@ -4,8 +4,15 @@
 // summed into oneDNN's one bias per gate. A bidirectional layer is one bidirectional_concat
 // primitive: its [seq, batch, 2 * hidden] result is ONNX's Y [seq, 2, batch, hidden] for one
 // batch row and in layout 1, and is scattered into it otherwise.
+//
+// Small batches (at most kSmallBatch rows) run on one thread and read plain (ldigo) weights:
+// there oneDNN's GEMM-based cell takes about half the time of its brgemm one, and a second
+// thread only adds a barrier per time step. With more threads than one, a bidirectional layer
+// of a small batch runs its two directions side by side instead (dnnl_rnn_directions.cpp).
 
 #include <kiln/engine/cpu/dnnl_common.h>
+
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -57,6 +64,9 @@ GateMajor gate_major(Cell cell, const Dims& d, const float* w, int64_t k) {
                         memory::dims{d.dirs * d.gates * block, d.gates * block, 1, block, k});
   return out;
 }
+
+/// Batches up to this many rows count as small (see the file comment).
+constexpr int64_t kSmallBatch = 2;
 
 class RnnOp final : public DnnlOp {
  public:
@@ -297,8 +307,9 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
   memory::desc state_md({1, D, N, H}, f32, memory::format_tag::ldnc);
   const int64_t bias_gates = cell_ == Cell::LbrGru ? 4 : d_.gates;
   memory::desc bias_md({1, D, bias_gates, H}, f32, memory::format_tag::ldgo);
-  memory::desc w_any({1, D, d_.input, d_.gates, H}, f32, memory::format_tag::any);
-  memory::desc r_any({1, D, H, d_.gates, H}, f32, memory::format_tag::any);
+  const auto weight_tag = N <= kSmallBatch ? memory::format_tag::ldigo : memory::format_tag::any;
+  memory::desc w_want({1, D, d_.input, d_.gates, H}, f32, weight_tag);
+  memory::desc r_want({1, D, H, d_.gates, H}, f32, weight_tag);
   const int num_states = cell_ == Cell::Lstm ? 2 : 1;
   std::array<memory::desc, 2> src_iter_md, dst_iter_md;
   for (int s = 0; s < num_states; ++s) {
@@ -313,7 +324,7 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
   if (cell_ == Cell::Lstm) {
     dnnl::lstm_forward::primitive_desc lstm(
         dnnl::lstm_forward::desc(prop, direction, src_layer_md, src_iter_md[0], src_iter_md[1],
-                                 w_any, r_any, bias_md, dst_layer_md, dst_iter_md[0],
+                                 w_want, r_want, bias_md, dst_layer_md, dst_iter_md[0],
                                  dst_iter_md[1]),
         attr, cpu_engine());
     primitive_ = dnnl::lstm_forward(lstm);
@@ -322,7 +333,7 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
     pd = lstm;
   } else if (cell_ == Cell::Gru) {
     dnnl::gru_forward::primitive_desc gru(
-        dnnl::gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_any, r_any,
+        dnnl::gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_want, r_want,
                                 bias_md, dst_layer_md, dst_iter_md[0]),
         attr, cpu_engine());
     primitive_ = dnnl::gru_forward(gru);
@@ -331,7 +342,7 @@ Status RnnOp::build(const OpDesc& desc, dnnl::rnn_direction direction) {
     pd = gru;
   } else {
     dnnl::lbr_gru_forward::primitive_desc gru(
-        dnnl::lbr_gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_any, r_any,
+        dnnl::lbr_gru_forward::desc(prop, direction, src_layer_md, src_iter_md[0], w_want, r_want,
                                     bias_md, dst_layer_md, dst_iter_md[0]),
         attr, cpu_engine());
     primitive_ = dnnl::lbr_gru_forward(gru);
@@ -423,6 +434,12 @@ Result<std::unique_ptr<CpuOp>> RnnOp::create(const OpDesc& desc) {
     op->has_initial_[absent] = true;
     op->held_[absent] = true;
   }
+  if (op->d_.batch <= kSmallBatch) {
+    const int threads = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
+    if (op->d_.dirs == 2 && op->d_.layout == 0 && threads > 1) return create_rnn_directions(desc);
+    op->num_threads_ = 1;
+  }
+  ThreadScope threads(op->num_threads_);
   KILN_RETURN_IF_ERROR(op->build(desc, direction));
   return std::unique_ptr<CpuOp>(std::move(op));
 }

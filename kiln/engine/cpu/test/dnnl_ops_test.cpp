@@ -387,6 +387,66 @@ TEST(DnnlPool, GlobalAveragePoolMatchesReference) {
   expect_near(c.run(), expected);
 }
 
+// A Conv computing in its own layout (nhwc or blocked) feeding GlobalAveragePool, as in a
+// classifier's head: the pool reads that layout, given plain (converted by the op) or native.
+TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
+  struct Shape { int64_t batch, channels, height, width; };
+  const Shape shapes[] = {{1, 16, 13, 13}, {2, 7, 9, 5}, {1, 40, 3, 4}, {2, 24, 1, 1}};
+  uint32_t seed = 650;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE("N" + std::to_string(s.batch) + " C" + std::to_string(s.channels) + " " +
+                 std::to_string(s.height) + "x" + std::to_string(s.width));
+    Case conv("Conv", {ints("pads", {1, 1, 1, 1})});
+    conv.add(random_tensor({s.batch, 8, s.height, s.width}, seed++), false);
+    conv.add(random_tensor({s.channels, 8, 3, 3}, seed++), true);
+    const std::vector<int64_t> conv_sizes = {s.batch, s.channels, s.height, s.width};
+    OwnedTensor plain = conv.run();  // The Conv's result, plain.
+    OwnedTensor expected = zeros({s.batch, s.channels, 1, 1});
+    ASSERT_TRUE(kernels::global_average_pool(plain.tensor(), expected.tensor()).ok());
+
+    conv.desc.constants = {nullptr, &conv.inputs[1].tensor()};
+    auto conv_op = CpuOp::create(conv.desc);
+    ASSERT_TRUE(conv_op.ok()) << conv_op.status();
+    auto layout = (*conv_op)->native_output_layout(0);
+    if (!layout) continue;  // oneDNN computes plain NCHW on this machine: nothing to hand over.
+    OpDesc pool;
+    pool.op = "GlobalAveragePool";
+    pool.num_threads = 1;
+    pool.inputs = {TensorDesc{ScalarType::Float32, conv_sizes}};
+    pool.input_layouts = {layout->id};
+    auto pool_op = CpuOp::create(pool);
+    ASSERT_TRUE(pool_op.ok()) << pool_op.status();
+    ASSERT_TRUE((*pool_op)->native_input_layout(0).has_value()) << (*pool_op)->describe();
+    EXPECT_EQ((*pool_op)->native_input_layout(0)->id, layout->id);
+
+    // Plain input: the op converts it.
+    OwnedTensor from_plain = zeros({s.batch, s.channels, 1, 1});
+    const Tensor* in = &plain.tensor();
+    Tensor* out = &from_plain.tensor();
+    ASSERT_TRUE((*pool_op)->run(runtime::Span<const Tensor*>(&in, 1),
+                                runtime::Span<Tensor*>(&out, 1)).ok());
+    expect_near(from_plain, expected);
+
+    // Native input: the Conv's bytes in its layout, read as they are.
+    ASSERT_TRUE((*conv_op)->use_native_output(0).ok());
+    ASSERT_TRUE((*pool_op)->use_native_input(0).ok());
+    std::vector<float> native(layout->bytes / sizeof(float) + 1, 0.0f);
+    Tensor native_tensor(ScalarType::Float32, conv_sizes, native.data(),
+                         runtime::ShapeDynamism::Static, layout->bytes);
+    const Tensor* conv_in = &conv.inputs[0].tensor();
+    Tensor* conv_out = &native_tensor;
+    const Tensor* conv_inputs[] = {conv_in, nullptr};
+    ASSERT_TRUE((*conv_op)->run(runtime::Span<const Tensor*>(conv_inputs, 2),
+                                runtime::Span<Tensor*>(&conv_out, 1)).ok());
+    OwnedTensor from_native = zeros({s.batch, s.channels, 1, 1});
+    const Tensor* pool_in = &native_tensor;
+    Tensor* pool_out = &from_native.tensor();
+    ASSERT_TRUE((*pool_op)->run(runtime::Span<const Tensor*>(&pool_in, 1),
+                                runtime::Span<Tensor*>(&pool_out, 1)).ok());
+    expect_near(from_native, expected);
+  }
+}
+
 // ---- Softmax, normalizations -----------------------------------------------------------------
 
 TEST(DnnlSoftmax, MatchesReferenceOverAxes) {

@@ -55,6 +55,7 @@ struct RnnParams {
   Given bias = Given::Absent;
   Given initial = Given::Absent;  ///< initial_h, and initial_c for LSTM.
   int num_outputs = 1;
+  int num_threads = 1;
 };
 
 std::string name_of(const RnnParams& p) {
@@ -66,7 +67,7 @@ std::string name_of(const RnnParams& p) {
          std::to_string(p.input) + " H" + std::to_string(p.hidden) +
          " bias:" + given[static_cast<int>(p.bias)] +
          " init:" + given[static_cast<int>(p.initial)] +
-         " outputs:" + std::to_string(p.num_outputs);
+         " outputs:" + std::to_string(p.num_outputs) + " threads:" + std::to_string(p.num_threads);
 }
 
 /// The operands of one layer, seeded from `seed`.
@@ -118,7 +119,7 @@ struct Layer {
       d.constants.push_back(present[i] && constant[i] ? &t : nullptr);
     }
     d.num_outputs = p.num_outputs;
-    d.num_threads = 1;
+    d.num_threads = p.num_threads;
     return d;
   }
 
@@ -148,13 +149,27 @@ struct Layer {
   }
 };
 
-void check_matches_reference(const RnnParams& p, uint32_t seed) {
+/// Creates `layer`'s op (with `packed` as its weight store, when given) and checks it against
+/// the reference kernel; returns the op's description.
+std::string check_matches_reference(const RnnParams& p, uint32_t seed,
+                                    PackedConstants* packed = nullptr) {
   SCOPED_TRACE(name_of(p));
   Layer layer(p, seed);
-  auto op = CpuOp::create(layer.desc());
-  ASSERT_TRUE(op.ok()) << op.status();
+  OpDesc desc = layer.desc();
+  if (packed != nullptr) {
+    desc.packed = packed;
+    // Content hashes as a model gives them: the op must key what it packs by them.
+    desc.constant_hashes.assign(desc.inputs.size(), 0);
+    for (size_t i = 0; i < desc.inputs.size(); ++i) {
+      if (desc.constants[i] != nullptr) desc.constant_hashes[i] = 0x1234 + seed * 16 + i;
+    }
+  }
+  auto op = CpuOp::create(desc);
+  EXPECT_TRUE(op.ok()) << op.status();
+  if (!op.ok()) return std::string();
   const auto& types = (*op)->outputs();
-  ASSERT_EQ(types.size(), static_cast<size_t>(p.num_outputs));
+  EXPECT_EQ(types.size(), static_cast<size_t>(p.num_outputs));
+  if (types.size() != static_cast<size_t>(p.num_outputs)) return std::string();
   std::vector<OwnedTensor> expected = layer.reference();
   std::vector<OwnedTensor> actual;
   for (const TensorDesc& t : types)
@@ -169,10 +184,11 @@ void check_matches_reference(const RnnParams& p, uint32_t seed) {
   // Twice: the second run reuses every buffer of the first.
   for (int run = 0; run < 2; ++run) {
     runtime::Status status = (*op)->run(ins, outs);
-    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_TRUE(status.ok()) << status;
   }
   const char* names[] = {"Y", "Y_h", "Y_c"};
   for (size_t i = 0; i < actual.size(); ++i) expect_near(actual[i], expected[i], names[i]);
+  return (*op)->describe();
 }
 
 struct CellKind {
@@ -234,15 +250,74 @@ TEST(DnnlRnn, MatchesReferenceOverStatesBiasesSizesAndOutputs) {
   }
 }
 
+// Small batches on more than one thread: a bidirectional layer in layout 0 runs its directions
+// side by side (one op each, sharing the weight store under keys of their own); anything else
+// runs as one op on one thread.
+TEST(DnnlRnn, TwoThreadsMatchReferenceWithDirectionsSideBySide) {
+  uint32_t seed = 2000;
+  for (CellKind c : kCells) {
+    for (int64_t layout : {0, 1}) {
+      for (int64_t batch : {1, 2, 3}) {
+        for (Given given : {Given::Absent, Given::Constant, Given::AtRunTime}) {
+          for (RnnDirection dir : {RnnDirection::Bidirectional, RnnDirection::Reverse}) {
+            RnnParams p;
+            p.cell = c.cell;
+            p.linear_before_reset = c.linear_before_reset;
+            p.direction = dir;
+            p.layout = layout;
+            p.seq = 5;
+            p.batch = batch;
+            p.input = 7;
+            p.hidden = 6;
+            p.bias = given;
+            p.initial = given == Given::Absent ? Given::AtRunTime : given;
+            p.num_outputs = c.cell == RnnCell::Lstm ? 3 : 2;
+            p.num_threads = 2;
+            PackedConstants packed;
+            std::string described = check_matches_reference(p, seed += 10, &packed);
+            const bool apart = dir == RnnDirection::Bidirectional && layout == 0 && batch <= 2;
+            EXPECT_EQ(described.find("side by side") != std::string::npos, apart)
+                << name_of(p) << ": " << described;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DnnlRnn, TwoThreadsWithFewerOutputsMatchReference) {
+  uint32_t seed = 3000;
+  for (CellKind c : kCells) {
+    const int max_outputs = c.cell == RnnCell::Lstm ? 3 : 2;
+    for (int num_outputs = 1; num_outputs <= max_outputs; ++num_outputs) {
+      RnnParams p;
+      p.cell = c.cell;
+      p.linear_before_reset = c.linear_before_reset;
+      p.direction = RnnDirection::Bidirectional;
+      p.seq = 4;
+      p.input = 5;
+      p.hidden = 16;
+      p.bias = Given::AtRunTime;
+      p.num_outputs = num_outputs;
+      p.num_threads = 2;
+      check_matches_reference(p, seed += 10);
+    }
+  }
+}
+
 TEST(DnnlRnn, LstmWithOneInitialStateMatchesReference) {
   for (size_t given : {5u, 6u}) {
     for (int num_outputs : {2, 3}) {
+     for (int threads : {1, 2}) {
       SCOPED_TRACE("initial state input " + std::to_string(given) + ", " +
-                   std::to_string(num_outputs) + " outputs");
+                   std::to_string(num_outputs) + " outputs, " + std::to_string(threads) +
+                   " threads");
       RnnParams p;
       p.seq = 3;
       p.batch = 2;
       p.num_outputs = num_outputs;
+      p.num_threads = threads;
+      p.direction = threads == 2 ? RnnDirection::Bidirectional : RnnDirection::Forward;
       Layer layer(p, 900);
       layer.present[given] = true;
       auto op = CpuOp::create(layer.desc());
@@ -261,6 +336,7 @@ TEST(DnnlRnn, LstmWithOneInitialStateMatchesReference) {
       for (size_t i = 0; i < actual.size(); ++i) {
         expect_near(actual[i], expected[i], "output " + std::to_string(i));
       }
+     }
     }
   }
 }
