@@ -1,12 +1,10 @@
-// 1-D, 2-D and 3-D Conv on oneDNN's convolution primitive: groups (depthwise too), strides, dilations, pads,
-// bias, eltwise post-ops and one residual sum. Weights are packed once at creation; with
-// ActivationLayout::Preferred the activations use the layout oneDNN picks (blocked nChw16c on
-// AVX-512), reordered from and to plain NCHW through buffers the op holds.
+// 1-D, 2-D and 3-D Conv on oneDNN's convolution primitive: groups (depthwise too), strides,
+// dilations, pads, bias, eltwise post-ops and one residual sum. Weights are packed once at
+// creation; with ActivationLayout::Preferred the activations use the layout oneDNN picks
+// (blocked nChw16c on AVX-512), staged as `ConvLikeOp` does.
 
-#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/dnnl_conv_like.h>
 #include <kiln/kernels/nn_conv_ops.h>
-
-#include <cstring>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -14,106 +12,10 @@ namespace {
 
 using dnnl::memory;
 
-/// A reorder between a caller's plain tensor and an internal buffer (absent when the
-/// primitive works on the plain layout directly).
-struct Staging {
-  memory plain;     ///< Re-pointed at the caller's data each run.
-  memory internal;  ///< Owned, in the primitive's layout.
-  dnnl::reorder reorder;
-};
-
-CpuOp::NativeLayout native(const memory::desc& md) {
-  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
-}
-
-class ConvOp final : public DnnlOp {
+class ConvOp final : public ConvLikeOp {
  public:
-  Status run(runtime::Span<const runtime::Tensor*> inputs,
-             runtime::Span<runtime::Tensor*> outputs) override {
-    KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
-    std::unordered_map<int, memory>& args = args_;
-    if (src_stage_) {
-      point(src_stage_->plain, inputs[0]->data());
-      KILN_RETURN_IF_ERROR(execute(src_stage_->reorder, {{DNNL_ARG_FROM, src_stage_->plain},
-                                                         {DNNL_ARG_TO, src_stage_->internal}}));
-    } else {
-      point(args[DNNL_ARG_SRC], inputs[0]->data());
-    }
-    if (bias_index_ >= 0) point(args[DNNL_ARG_BIAS], inputs[bias_index_]->data());
-    void* out = outputs[0]->mutable_data();
-    if (dst_stage_) {
-      point(dst_stage_->plain, out);
-    } else {
-      point(args[DNNL_ARG_DST], out);
-    }
-    // Where the primitive writes: the internal buffer, or the output (plain or native).
-    memory& dst = dst_stage_ ? dst_stage_->internal : args[DNNL_ARG_DST];
-    if (residual_index_ >= 0) {
-      const void* residual = inputs[static_cast<size_t>(residual_index_)]->data();
-      if (residual_stage_) {
-        point(residual_stage_->plain, residual);
-        KILN_RETURN_IF_ERROR(
-            execute(residual_stage_->reorder,
-                    {{DNNL_ARG_FROM, residual_stage_->plain}, {DNNL_ARG_TO, dst}}));
-      } else if (residual != dst.get_data_handle()) {
-        // The residual is in the destination's layout already (plain, or native like it).
-        std::memcpy(dst.get_data_handle(), residual, dst.get_desc().get_size());
-      }
-    }
-    KILN_RETURN_IF_ERROR(execute(primitive_, args));
-    if (dst_stage_) {
-      KILN_RETURN_IF_ERROR(execute(dst_stage_->reorder, {{DNNL_ARG_FROM, dst_stage_->internal},
-                                                         {DNNL_ARG_TO, dst_stage_->plain}}));
-    }
-    return Status();
-  }
-
-  std::optional<NativeLayout> native_input_layout(size_t index) const override {
-    if (index == 0 && src_stage_) return native(src_stage_->internal.get_desc());
-    if (residual_index_ >= 0 && index == static_cast<size_t>(residual_index_) && residual_stage_) {
-      return native(residual_stage_->internal.get_desc());
-    }
-    return std::nullopt;
-  }
-  std::optional<NativeLayout> native_output_layout(size_t index) const override {
-    if (index == 0 && dst_stage_) return native(dst_stage_->internal.get_desc());
-    return std::nullopt;
-  }
-  Status use_native_input(size_t index) override {
-    if (index == 0 && src_stage_) {
-      args_[DNNL_ARG_SRC] = wrap(src_stage_->internal.get_desc(), nullptr);
-      src_stage_.reset();
-      return Status();
-    }
-    if (residual_index_ >= 0 && index == static_cast<size_t>(residual_index_) && residual_stage_) {
-      residual_stage_.reset();
-      return Status();
-    }
-    return CpuOp::use_native_input(index);
-  }
-  Status use_native_output(size_t index) override {
-    if (index != 0 || !dst_stage_) return CpuOp::use_native_output(index);
-    args_[DNNL_ARG_DST] = wrap(dst_stage_->internal.get_desc(), nullptr);
-    dst_stage_.reset();
-    return Status();
-  }
-
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
-
- private:
-  dnnl::convolution_forward primitive_;
-  std::optional<Staging> src_stage_, dst_stage_, residual_stage_;
-  int bias_index_ = -1;
-  int residual_index_ = -1;
-  memory weights_, bias_;
 };
-
-Staging make_stage(const memory::desc& plain, const memory::desc& internal, bool to_internal) {
-  Staging stage{wrap(plain, nullptr), memory(internal, cpu_engine()), {}};
-  stage.reorder = to_internal ? dnnl::reorder(stage.plain, stage.internal)
-                              : dnnl::reorder(stage.internal, stage.plain);
-  return stage;
-}
 
 /// Reads the ONNX attributes and returns the output shape; fills oneDNN's geometry.
 Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, memory::dims& strides,
@@ -229,31 +131,8 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
                         pack_constant(desc, 1, w_plain, weights->data(), pd.weights_desc()));
   op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
 
-  if (pd.src_desc() != x_plain) {
-    op->src_stage_ = make_stage(x_plain, pd.src_desc(), true);
-    op->args_[DNNL_ARG_SRC] = op->src_stage_->internal;
-  } else {
-    op->args_[DNNL_ARG_SRC] = wrap(x_plain, nullptr);
-  }
-  if (pd.dst_desc() != y_plain) {
-    op->dst_stage_ = make_stage(y_plain, pd.dst_desc(), false);
-    op->args_[DNNL_ARG_DST] = op->dst_stage_->internal;
-    if (residuals == 1) op->residual_stage_ = make_stage(y_plain, pd.dst_desc(), true);
-  } else {
-    op->args_[DNNL_ARG_DST] = wrap(y_plain, nullptr);
-  }
-  if (residuals == 1) op->residual_index_ = static_cast<int>(desc.inputs.size()) - 1;
-  if (has_bias) {
-    const runtime::Tensor* bias = input_constant(desc, 2);
-    if (bias != nullptr) {
-      op->bias_ = memory(b_md, cpu_engine());
-      std::memcpy(op->bias_.get_data_handle(), bias->data(), bias->nbytes());
-    } else {
-      op->bias_ = wrap(b_md, nullptr);
-      op->bias_index_ = 2;
-    }
-    op->args_[DNNL_ARG_BIAS] = op->bias_;
-  }
+  op->stage(x_plain, pd.src_desc(), y_plain, pd.dst_desc(), residuals, desc.inputs.size());
+  if (has_bias) op->bind_bias(desc, b_md);
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 

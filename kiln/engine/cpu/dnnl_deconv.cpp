@@ -6,11 +6,10 @@
 // activations use the layout oneDNN picks, reordered from and to plain NCHW through buffers
 // the op holds.
 
-#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/dnnl_conv_like.h>
 #include <kiln/kernels/nn_conv_ops.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -18,97 +17,9 @@ namespace {
 
 using dnnl::memory;
 
-/// A reorder between a caller's plain tensor and an internal buffer.
-struct Staging {
-  memory plain;     ///< Re-pointed at the caller's data each run.
-  memory internal;  ///< Owned, in the primitive's layout.
-  dnnl::reorder reorder;
-};
-
-Staging make_stage(const memory::desc& plain, const memory::desc& internal, bool to_internal) {
-  Staging stage{wrap(plain, nullptr), memory(internal, cpu_engine()), {}};
-  stage.reorder = to_internal ? dnnl::reorder(stage.plain, stage.internal)
-                              : dnnl::reorder(stage.internal, stage.plain);
-  return stage;
-}
-
-class DeconvOp final : public DnnlOp {
+class DeconvOp final : public ConvLikeOp {
  public:
-  Status run(runtime::Span<const runtime::Tensor*> inputs,
-             runtime::Span<runtime::Tensor*> outputs) override {
-    KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
-    if (inputs[0] == nullptr || (bias_index_ >= 0 && inputs[bias_index_] == nullptr) ||
-        (residual_index_ >= 0 && inputs[residual_index_] == nullptr)) {
-      return Status(Error::InvalidArgument,
-                    "run op '" + op_ + "' (oneDNN): a required input is null");
-    }
-    std::unordered_map<int, memory>& args = args_;
-    if (src_stage_) {
-      point(src_stage_->plain, inputs[0]->data());
-      KILN_RETURN_IF_ERROR(execute(src_stage_->reorder, {{DNNL_ARG_FROM, src_stage_->plain},
-                                                         {DNNL_ARG_TO, src_stage_->internal}}));
-    } else {
-      point(args[DNNL_ARG_SRC], inputs[0]->data());
-    }
-    if (bias_index_ >= 0) point(args[DNNL_ARG_BIAS], inputs[bias_index_]->data());
-    void* out = outputs[0]->mutable_data();
-    if (dst_stage_) {
-      point(dst_stage_->plain, out);
-    } else {
-      point(args[DNNL_ARG_DST], out);
-    }
-    if (residual_index_ >= 0) {
-      const void* residual = inputs[residual_index_]->data();
-      if (residual_stage_) {
-        point(residual_stage_->plain, residual);
-        KILN_RETURN_IF_ERROR(execute(
-            residual_stage_->reorder,
-            {{DNNL_ARG_FROM, residual_stage_->plain}, {DNNL_ARG_TO, dst_stage_->internal}}));
-      } else if (residual != out) {
-        std::memcpy(out, residual, outputs[0]->nbytes());
-      }
-    }
-    KILN_RETURN_IF_ERROR(execute(primitive_, args));
-    if (dst_stage_) {
-      KILN_RETURN_IF_ERROR(execute(dst_stage_->reorder, {{DNNL_ARG_FROM, dst_stage_->internal},
-                                                         {DNNL_ARG_TO, dst_stage_->plain}}));
-    }
-    return Status();
-  }
-
-  // Native layouts (see CpuOp): the source, and the result when no residual is added (the
-  // residual path converts into the internal buffer, which a native result does not have).
-  std::optional<NativeLayout> native_input_layout(size_t index) const override {
-    if (index != 0 || !src_stage_) return std::nullopt;
-    const memory::desc md = src_stage_->internal.get_desc();
-    return NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
-  }
-  std::optional<NativeLayout> native_output_layout(size_t index) const override {
-    if (index != 0 || !dst_stage_ || residual_index_ >= 0) return std::nullopt;
-    const memory::desc md = dst_stage_->internal.get_desc();
-    return NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
-  }
-  Status use_native_input(size_t index) override {
-    if (index != 0 || !src_stage_) return CpuOp::use_native_input(index);
-    args_[DNNL_ARG_SRC] = wrap(src_stage_->internal.get_desc(), nullptr);
-    src_stage_.reset();
-    return Status();
-  }
-  Status use_native_output(size_t index) override {
-    if (!native_output_layout(index)) return CpuOp::use_native_output(index);
-    args_[DNNL_ARG_DST] = wrap(dst_stage_->internal.get_desc(), nullptr);
-    dst_stage_.reset();
-    return Status();
-  }
-
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
-
- private:
-  dnnl::deconvolution_forward primitive_;
-  std::optional<Staging> src_stage_, dst_stage_, residual_stage_;
-  int bias_index_ = -1;
-  int residual_index_ = -1;
-  memory weights_, bias_;
 };
 
 /// oneDNN's geometry of one ConvTranspose: strides, dilations (oneDNN counts from 0), pads.
@@ -254,31 +165,8 @@ Result<std::unique_ptr<CpuOp>> DeconvOp::create(const OpDesc& desc) {
                         pack_constant(desc, 1, w_onnx, weights->data(), pd.weights_desc()));
   op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
 
-  if (pd.src_desc() != x_plain) {
-    op->src_stage_ = make_stage(x_plain, pd.src_desc(), true);
-    op->args_[DNNL_ARG_SRC] = op->src_stage_->internal;
-  } else {
-    op->args_[DNNL_ARG_SRC] = wrap(x_plain, nullptr);
-  }
-  if (pd.dst_desc() != y_plain) {
-    op->dst_stage_ = make_stage(y_plain, pd.dst_desc(), false);
-    op->args_[DNNL_ARG_DST] = op->dst_stage_->internal;
-    if (residuals == 1) op->residual_stage_ = make_stage(y_plain, pd.dst_desc(), true);
-  } else {
-    op->args_[DNNL_ARG_DST] = wrap(y_plain, nullptr);
-  }
-  if (residuals == 1) op->residual_index_ = static_cast<int>(desc.inputs.size()) - 1;
-  if (has_bias) {
-    const runtime::Tensor* bias = input_constant(desc, 2);
-    if (bias != nullptr) {
-      op->bias_ = memory(b_md, cpu_engine());
-      std::memcpy(op->bias_.get_data_handle(), bias->data(), bias->nbytes());
-    } else {
-      op->bias_ = wrap(b_md, nullptr);
-      op->bias_index_ = 2;
-    }
-    op->args_[DNNL_ARG_BIAS] = op->bias_;
-  }
+  op->stage(x_plain, pd.src_desc(), y_plain, pd.dst_desc(), residuals, desc.inputs.size());
+  if (has_bias) op->bind_bias(desc, b_md);
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 

@@ -2,9 +2,8 @@
 // seeded random data over each op's options, and the cases they leave to the reference kernel
 // (NotSupported). Every op runs with num_threads = 1.
 
-#include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
-#include <kiln/kernels/test/tensor_helpers.h>
 
 #include <gtest/gtest.h>
 
@@ -16,102 +15,10 @@
 namespace kiln::engine::cpu {
 namespace {
 
-using kernels::test_helpers::OwnedTensor;
-using kernels::test_helpers::random_values;
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
 using runtime::Error;
 using runtime::ScalarType;
 using runtime::Tensor;
-
-OwnedTensor random_tensor(std::vector<int64_t> sizes, uint32_t seed) {
-  int64_t numel = kernels::test_helpers::numel_of(sizes);
-  return OwnedTensor::of(std::move(sizes),
-                         random_values<float>(static_cast<size_t>(numel), seed, -1.0, 1.0));
-}
-
-OwnedTensor zeros(std::vector<int64_t> sizes) {
-  return OwnedTensor::zeros(ScalarType::Float32, std::move(sizes));
-}
-
-void expect_near(const OwnedTensor& actual, const OwnedTensor& expected) {
-  auto sizes = [](const OwnedTensor& t) {
-    return std::vector<int64_t>(t.tensor().sizes().begin(), t.tensor().sizes().end());
-  };
-  ASSERT_EQ(sizes(actual), sizes(expected));
-  std::vector<float> a = actual.values<float>(), e = expected.values<float>();
-  int failures = 0;
-  for (size_t i = 0; i < a.size() && failures < 5; ++i) {
-    double tolerance = 1e-5 + 1e-4 * std::fabs(e[i]);
-    if (!(std::fabs(a[i] - e[i]) <= tolerance)) {
-      ADD_FAILURE() << "element " << i << ": " << a[i] << " (expected " << e[i] << ")";
-      ++failures;
-    }
-  }
-}
-
-ir::Attribute ints(std::string name, std::vector<int64_t> values) {
-  return ir::Attribute{std::move(name), std::move(values)};
-}
-ir::Attribute int_attr(std::string name, int64_t value) {
-  return ir::Attribute{std::move(name), value};
-}
-ir::Attribute str(std::string name, std::string value) {
-  return ir::Attribute{std::move(name), std::move(value)};
-}
-
-/// An op description over owned inputs, each present or absent, constant or not.
-struct Case {
-  OpDesc desc;
-  std::vector<std::optional<OwnedTensor>> inputs;
-  std::vector<bool> constant_flags;
-
-  Case(std::string op, std::vector<ir::Attribute> attributes) {
-    desc.op = std::move(op);
-    desc.attributes = std::move(attributes);
-    desc.num_threads = 1;
-  }
-  void add(OwnedTensor tensor, bool constant) {
-    const Tensor& t = tensor.tensor();
-    desc.inputs.push_back(
-        TensorDesc{t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
-    desc.inputs_present.push_back(true);
-    inputs.emplace_back(std::move(tensor));
-    constant_flags.push_back(constant);
-  }
-  void add_absent() {
-    desc.inputs.push_back(TensorDesc{ScalarType::Float32, {}});
-    desc.inputs_present.push_back(false);
-    inputs.emplace_back();
-    constant_flags.push_back(false);
-  }
-  const Tensor& at(size_t i) const { return inputs[i]->tensor(); }
-  runtime::Result<std::unique_ptr<CpuOp>> create() {
-    desc.constants.clear();
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      desc.constants.push_back(constant_flags[i] && inputs[i] ? &inputs[i]->tensor() : nullptr);
-    }
-    return CpuOp::create(desc);
-  }
-  /// Runs a created op twice (the second run reuses every buffer); constant inputs are null.
-  OwnedTensor run(CpuOp& op) {
-    OwnedTensor out = zeros(op.outputs()[0].sizes);
-    std::vector<const Tensor*> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(constant_flags[i] || !inputs[i] ? nullptr : &inputs[i]->tensor());
-    }
-    Tensor* out_ptr = &out.tensor();
-    for (int i = 0; i < 2; ++i) {
-      runtime::Status status = op.run(in, runtime::Span<Tensor*>(&out_ptr, 1));
-      EXPECT_TRUE(status.ok()) << status;
-    }
-    return out;
-  }
-  OwnedTensor run() {
-    auto op = create();
-    EXPECT_TRUE(op.ok()) << op.status();
-    if (!op.ok()) return zeros({0});
-    return run(**op);
-  }
-};
 
 // ---- ConvTranspose ---------------------------------------------------------------------------
 

@@ -1,9 +1,8 @@
 // The oneDNN op implementations against the reference kernels (kiln/kernels) on seeded random
 // data over each op's options. Every op runs with num_threads = 1.
 
-#include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
-#include <kiln/kernels/test/tensor_helpers.h>
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -17,113 +16,10 @@
 namespace kiln::engine::cpu {
 namespace {
 
-using kernels::test_helpers::OwnedTensor;
-using kernels::test_helpers::random_values;
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
 using runtime::Error;
 using runtime::ScalarType;
 using runtime::Tensor;
-
-OwnedTensor random_tensor(std::vector<int64_t> sizes, uint32_t seed, double lo = -1.0,
-                          double hi = 1.0) {
-  int64_t numel = kernels::test_helpers::numel_of(sizes);
-  return OwnedTensor::of(std::move(sizes),
-                         random_values<float>(static_cast<size_t>(numel), seed, lo, hi));
-}
-
-OwnedTensor zeros(std::vector<int64_t> sizes) {
-  return OwnedTensor::zeros(ScalarType::Float32, std::move(sizes));
-}
-
-void expect_near(const OwnedTensor& actual, const OwnedTensor& expected) {
-  std::vector<float> a = actual.values<float>(), e = expected.values<float>();
-  ASSERT_EQ(a.size(), e.size());
-  int failures = 0;
-  for (size_t i = 0; i < a.size() && failures < 5; ++i) {
-    double tolerance = 1e-5 + 1e-4 * std::fabs(e[i]);
-    if (!(std::fabs(a[i] - e[i]) <= tolerance)) {
-      ADD_FAILURE() << "element " << i << ": " << a[i] << " (expected " << e[i] << ")";
-      ++failures;
-    }
-  }
-}
-
-/// An op description with every input present, `constant_inputs` marked constant.
-struct Case {
-  OpDesc desc;
-  std::vector<OwnedTensor> inputs;
-
-  Case(std::string op, std::vector<ir::Attribute> attributes) {
-    desc.op = std::move(op);
-    desc.attributes = std::move(attributes);
-    desc.num_threads = 1;
-  }
-  void add(OwnedTensor tensor, bool constant) {
-    const Tensor& t = tensor.tensor();
-    desc.inputs.push_back(TensorDesc{t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
-    inputs.push_back(std::move(tensor));
-    constant_flags.push_back(constant);
-  }
-  /// Creates the op and runs it; returns the output.
-  OwnedTensor run() {
-    desc.constants.clear();
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      desc.constants.push_back(constant_flags[i] ? &inputs[i].tensor() : nullptr);
-    }
-    auto op = CpuOp::create(desc);
-    EXPECT_TRUE(op.ok()) << op.status();
-    if (!op.ok()) return zeros({0});
-    OwnedTensor out = zeros((*op)->outputs()[0].sizes);
-    std::vector<const Tensor*> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      // Constant inputs are packed at creation: the run must not read them.
-      in.push_back(constant_flags[i] ? nullptr : &inputs[i].tensor());
-    }
-    Tensor* out_ptr = &out.tensor();
-    // Twice: the second run reuses every buffer of the first.
-    for (int i = 0; i < 2; ++i) {
-      runtime::Status status = (*op)->run(in, runtime::Span<Tensor*>(&out_ptr, 1));
-      EXPECT_TRUE(status.ok()) << status;
-    }
-    description = (*op)->describe();
-    return out;
-  }
-  std::vector<bool> constant_flags;
-  std::string description;
-};
-
-ir::Attribute ints(std::string name, std::vector<int64_t> values) {
-  return ir::Attribute{std::move(name), std::move(values)};
-}
-ir::Attribute int_attr(std::string name, int64_t value) { return ir::Attribute{std::move(name), value}; }
-ir::Attribute float_attr(std::string name, double value) { return ir::Attribute{std::move(name), value}; }
-
-/// Applies post-ops to `out` in place, reading residuals from `residuals` in order.
-void apply_post_ops(const std::vector<PostOp>& post_ops, const std::vector<const OwnedTensor*>& residuals,
-                    OwnedTensor& out) {
-  float* y = out.tensor().mutable_data_ptr<float>();
-  size_t next = 0;
-  for (const PostOp& p : post_ops) {
-    const float* r = p.kind == PostOpKind::AddResidual ? residuals[next++]->tensor().data_ptr<float>() : nullptr;
-    for (int64_t i = 0; i < out.tensor().numel(); ++i) {
-      double v = y[i];
-      switch (p.kind) {
-        case PostOpKind::Relu: v = std::max(v, 0.0); break;
-        case PostOpKind::Clip: v = std::min(std::max(v, double{p.alpha}), double{p.beta}); break;
-        case PostOpKind::Sigmoid: v = 1.0 / (1.0 + std::exp(-v)); break;
-        case PostOpKind::Tanh: v = std::tanh(v); break;
-        case PostOpKind::Gelu: v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
-        case PostOpKind::AddResidual: v += r[i]; break;
-      }
-      y[i] = static_cast<float>(v);
-    }
-  }
-}
-
-std::string post_ops_name(const std::vector<PostOp>& post_ops) {
-  std::string name;
-  for (const PostOp& p : post_ops) name += "+" + std::to_string(static_cast<int>(p.kind));
-  return name;
-}
 
 // ---- MatMul, Gemm ----------------------------------------------------------------------------
 
@@ -151,17 +47,17 @@ TEST(DnnlMatMul, MatchesReferenceOverShapesBiasAndPostOps) {
           auto out_shape = kernels::matmul_shape(s.a, s.b);
           ASSERT_TRUE(out_shape.ok());
           OwnedTensor expected = zeros(*out_shape);
-          ASSERT_TRUE(kernels::matmul(c.inputs[0].tensor(), c.inputs[1].tensor(), expected.tensor()).ok());
+          ASSERT_TRUE(kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
           if (bias) {
             float* y = expected.tensor().mutable_data_ptr<float>();
-            const float* b = c.inputs[2].tensor().data_ptr<float>();
+            const float* b = c.at(2).data_ptr<float>();
             for (int64_t i = 0; i < expected.tensor().numel(); ++i) y[i] += b[i % n];
           }
-          std::vector<const OwnedTensor*> residuals;
+          std::vector<const Tensor*> residuals;
           OwnedTensor residual = random_tensor(*out_shape, seed++);
           if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
             c.add(std::move(residual), false);
-            residuals.push_back(&c.inputs.back());
+            residuals.push_back(&c.inputs.back()->tensor());
           }
           apply_post_ops(post_ops, residuals, expected);
           c.desc.post_ops = post_ops;
@@ -192,8 +88,8 @@ TEST(DnnlGemm, MatchesReferenceOverTransposesAlphaBetaAndC) {
               c.add(random_tensor(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, seed++), true);
               if (!c_shape.empty()) c.add(random_tensor(c_shape, seed++), constant_c);
               OwnedTensor expected = zeros({m, n});
-              ASSERT_TRUE(kernels::gemm(c.inputs[0].tensor(), c.inputs[1].tensor(),
-                                        c_shape.empty() ? nullptr : &c.inputs[2].tensor(),
+              ASSERT_TRUE(kernels::gemm(c.at(0), c.at(1),
+                                        c_shape.empty() ? nullptr : &c.at(2),
                                         expected.tensor(),
                                         kernels::GemmOptions{alpha, beta, trans_a != 0, trans_b != 0})
                               .ok());
@@ -204,140 +100,6 @@ TEST(DnnlGemm, MatchesReferenceOverTransposesAlphaBetaAndC) {
       }
     }
   }
-}
-
-// ---- Conv ------------------------------------------------------------------------------------
-
-struct ConvParams {
-  int64_t n, c, m, h, w, kh, kw, stride, dilation, pad, group;
-};
-
-std::string conv_name(const ConvParams& p) {
-  return "N" + std::to_string(p.n) + " C" + std::to_string(p.c) + " M" + std::to_string(p.m) +
-         " " + std::to_string(p.h) + "x" + std::to_string(p.w) + " k" + std::to_string(p.kh) +
-         "x" + std::to_string(p.kw) + " s" + std::to_string(p.stride) + " d" +
-         std::to_string(p.dilation) + " p" + std::to_string(p.pad) + " g" +
-         std::to_string(p.group);
-}
-
-TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
-  const std::vector<ConvParams> params = {
-      {1, 3, 8, 9, 9, 3, 3, 1, 1, 1, 1},    {2, 16, 16, 8, 8, 3, 3, 1, 1, 1, 1},
-      {1, 16, 32, 10, 7, 3, 3, 2, 1, 1, 1}, {1, 8, 8, 9, 9, 3, 3, 1, 2, 2, 1},
-      {1, 32, 32, 8, 8, 3, 3, 1, 1, 1, 32}, {1, 32, 32, 9, 9, 3, 3, 2, 1, 1, 32},
-      {1, 16, 32, 6, 6, 3, 3, 1, 1, 0, 4},  {1, 16, 24, 7, 7, 1, 1, 1, 1, 0, 1},
-      {1, 4, 6, 7, 8, 2, 3, 2, 1, 0, 2}};
-  const std::vector<std::vector<PostOp>> post_op_sets = {
-      {}, {{PostOpKind::Relu}}, {{PostOpKind::Clip, 0.0f, 6.0f}}, {{PostOpKind::Sigmoid}},
-      {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
-  uint32_t seed = 200;
-  for (const ConvParams& p : params) {
-    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
-      for (bool bias : {true, false}) {
-        for (const auto& post_ops : post_op_sets) {
-          SCOPED_TRACE(conv_name(p) + (layout == ActivationLayout::Plain ? " plain" : " preferred") +
-                       (bias ? " bias" : "") + post_ops_name(post_ops));
-          std::vector<ir::Attribute> attributes = {
-              ints("strides", {p.stride, p.stride}), ints("dilations", {p.dilation, p.dilation}),
-              ints("pads", {p.pad, p.pad, p.pad, p.pad}), int_attr("group", p.group)};
-          Case c("Conv", attributes);
-          c.desc.activation_layout = layout;
-          c.add(random_tensor({p.n, p.c, p.h, p.w}, seed++), false);
-          c.add(random_tensor({p.m, p.c / p.group, p.kh, p.kw}, seed++, -0.5, 0.5), true);
-          if (bias) c.add(random_tensor({p.m}, seed++), true);
-          kernels::ConvOptions options;
-          options.strides = {p.stride, p.stride};
-          options.dilations = {p.dilation, p.dilation};
-          options.pads = {p.pad, p.pad, p.pad, p.pad};
-          options.group = p.group;
-          auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
-          ASSERT_TRUE(shape.ok()) << shape.status();
-          OwnedTensor expected = zeros(*shape);
-          ASSERT_TRUE(kernels::conv(c.inputs[0].tensor(), c.inputs[1].tensor(),
-                                    bias ? &c.inputs[2].tensor() : nullptr, options,
-                                    expected.tensor())
-                          .ok());
-          std::vector<const OwnedTensor*> residuals;
-          if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
-            c.add(random_tensor(*shape, seed++), false);
-            residuals.push_back(&c.inputs.back());
-          }
-          apply_post_ops(post_ops, residuals, expected);
-          c.desc.post_ops = post_ops;
-          expect_near(c.run(), expected);
-        }
-      }
-    }
-  }
-}
-
-TEST(DnnlConv, AutoPadSameMatchesReference) {
-  for (std::string auto_pad : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
-    SCOPED_TRACE(auto_pad);
-    Case c("Conv", {ir::Attribute{"auto_pad", auto_pad}, ints("strides", {2, 2})});
-    c.add(random_tensor({1, 4, 8, 7}, 300), false);
-    c.add(random_tensor({5, 4, 3, 3}, 301), true);
-    kernels::ConvOptions options;
-    options.strides = {2, 2};
-    options.auto_pad = *kernels::parse_auto_pad("Conv", auto_pad);
-    auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
-    ASSERT_TRUE(shape.ok());
-    OwnedTensor expected = zeros(*shape);
-    ASSERT_TRUE(kernels::conv(c.inputs[0].tensor(), c.inputs[1].tensor(), nullptr, options,
-                              expected.tensor()).ok());
-    expect_near(c.run(), expected);
-  }
-}
-
-// 1-D (audio front ends: [N, C, T]) and 3-D convs take the same primitive.
-TEST(DnnlConv, OneAndThreeDimensionalConvsMatchReference) {
-  struct Geometry {
-    std::vector<int64_t> x, w;
-    int64_t stride, pad, group;
-  };
-  const std::vector<Geometry> geometries = {
-      {{1, 1, 64}, {8, 1, 5}, 2, 2, 1},        {{2, 8, 17}, {8, 1, 3}, 1, 1, 8},
-      {{1, 6, 20}, {4, 3, 4}, 3, 0, 2},        {{1, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, 1, 1, 1},
-      {{1, 4, 6, 5, 4}, {4, 2, 1, 2, 3}, 2, 0, 2}};
-  uint32_t seed = 600;
-  for (const Geometry& g : geometries) {
-    size_t spatial = g.x.size() - 2;
-    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
-      for (const auto& post_ops : std::vector<std::vector<PostOp>>{{}, {{PostOpKind::Relu}}}) {
-        SCOPED_TRACE(runtime::shape_to_string(g.x) + " * " + runtime::shape_to_string(g.w) +
-                     (layout == ActivationLayout::Plain ? " plain" : " preferred") +
-                     post_ops_name(post_ops));
-        kernels::ConvOptions options;
-        options.strides.assign(spatial, g.stride);
-        options.pads.assign(2 * spatial, g.pad);
-        options.group = g.group;
-        Case c("Conv", {ints("strides", options.strides), ints("pads", options.pads),
-                        int_attr("group", g.group)});
-        c.desc.activation_layout = layout;
-        c.add(random_tensor(g.x, seed++), false);
-        c.add(random_tensor(g.w, seed++, -0.5, 0.5), true);
-        c.add(random_tensor({g.w[0]}, seed++), true);
-        auto shape = kernels::conv_shape(g.x, g.w, options);
-        ASSERT_TRUE(shape.ok()) << shape.status();
-        OwnedTensor expected = zeros(*shape);
-        ASSERT_TRUE(kernels::conv(c.inputs[0].tensor(), c.inputs[1].tensor(),
-                                  &c.inputs[2].tensor(), options, expected.tensor())
-                        .ok());
-        apply_post_ops(post_ops, {}, expected);
-        c.desc.post_ops = post_ops;
-        expect_near(c.run(), expected);
-      }
-    }
-  }
-}
-
-TEST(DnnlConv, PreferredLayoutIsReported) {
-  Case c("Conv", {ints("pads", {1, 1, 1, 1})});
-  c.add(random_tensor({1, 64, 14, 14}, 400), false);
-  c.add(random_tensor({64, 64, 3, 3}, 401), true);
-  c.run();
-  EXPECT_NE(c.description.find("src:"), std::string::npos) << c.description;
-  std::cout << "Conv 64x14x14 3x3: " << c.description << "\n";
 }
 
 // ---- Pooling ---------------------------------------------------------------------------------
@@ -371,8 +133,8 @@ TEST(DnnlPool, MatchesReferenceOverWindowsPadsAndModes) {
       auto shape = kernels::pool_shape(c.desc.inputs[0].sizes, options);
       ASSERT_TRUE(shape.ok());
       OwnedTensor expected = zeros(*shape);
-      ASSERT_TRUE((op == "MaxPool" ? kernels::max_pool(c.inputs[0].tensor(), options, expected.tensor(), nullptr)
-                                   : kernels::average_pool(c.inputs[0].tensor(), options, expected.tensor()))
+      ASSERT_TRUE((op == "MaxPool" ? kernels::max_pool(c.at(0), options, expected.tensor(), nullptr)
+                                   : kernels::average_pool(c.at(0), options, expected.tensor()))
                       .ok());
       expect_near(c.run(), expected);
     }
@@ -383,7 +145,7 @@ TEST(DnnlPool, GlobalAveragePoolMatchesReference) {
   Case c("GlobalAveragePool", {});
   c.add(random_tensor({2, 7, 9, 5}, 600), false);
   OwnedTensor expected = zeros({2, 7, 1, 1});
-  ASSERT_TRUE(kernels::global_average_pool(c.inputs[0].tensor(), expected.tensor()).ok());
+  ASSERT_TRUE(kernels::global_average_pool(c.at(0), expected.tensor()).ok());
   expect_near(c.run(), expected);
 }
 
@@ -404,7 +166,7 @@ TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
     OwnedTensor expected = zeros({s.batch, s.channels, 1, 1});
     ASSERT_TRUE(kernels::global_average_pool(plain.tensor(), expected.tensor()).ok());
 
-    conv.desc.constants = {nullptr, &conv.inputs[1].tensor()};
+    conv.desc.constants = {nullptr, &conv.at(1)};
     auto conv_op = CpuOp::create(conv.desc);
     ASSERT_TRUE(conv_op.ok()) << conv_op.status();
     auto layout = (*conv_op)->native_output_layout(0);
@@ -433,7 +195,7 @@ TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
     std::vector<float> native(layout->bytes / sizeof(float) + 1, 0.0f);
     Tensor native_tensor(ScalarType::Float32, conv_sizes, native.data(),
                          runtime::ShapeDynamism::Static, layout->bytes);
-    const Tensor* conv_in = &conv.inputs[0].tensor();
+    const Tensor* conv_in = &conv.at(0);
     Tensor* conv_out = &native_tensor;
     const Tensor* conv_inputs[] = {conv_in, nullptr};
     ASSERT_TRUE((*conv_op)->run(runtime::Span<const Tensor*>(conv_inputs, 2),
@@ -457,8 +219,8 @@ TEST(DnnlSoftmax, MatchesReferenceOverAxes) {
       Case c(op, {int_attr("axis", axis)});
       c.add(random_tensor({3, 5, 17}, seed++, -4.0, 4.0), false);
       OwnedTensor expected = zeros({3, 5, 17});
-      ASSERT_TRUE((op == "Softmax" ? kernels::softmax(c.inputs[0].tensor(), axis, expected.tensor())
-                                   : kernels::log_softmax(c.inputs[0].tensor(), axis, expected.tensor()))
+      ASSERT_TRUE((op == "Softmax" ? kernels::softmax(c.at(0), axis, expected.tensor())
+                                   : kernels::log_softmax(c.at(0), axis, expected.tensor()))
                       .ok());
       expect_near(c.run(), expected);
     }
@@ -479,8 +241,8 @@ TEST(DnnlLayerNorm, MatchesReferenceOverAxesAndBias) {
         if (bias) c.add(random_tensor(params, seed++), constant);
         OwnedTensor expected = zeros(x);
         kernels::LayerNormOptions options{axis, 1e-3};
-        ASSERT_TRUE(kernels::layer_norm(c.inputs[0].tensor(), c.inputs[1].tensor(),
-                                        bias ? &c.inputs[2].tensor() : nullptr, options,
+        ASSERT_TRUE(kernels::layer_norm(c.at(0), c.at(1),
+                                        bias ? &c.at(2) : nullptr, options,
                                         expected.tensor(), nullptr, nullptr).ok());
         expect_near(c.run(), expected);
       }
@@ -499,8 +261,8 @@ TEST(DnnlBatchNorm, MatchesReferenceForInference) {
     OwnedTensor expected = zeros(x);
     kernels::BatchNormOptions options;
     options.epsilon = 1e-4;
-    ASSERT_TRUE(kernels::batch_norm(c.inputs[0].tensor(), c.inputs[1].tensor(), c.inputs[2].tensor(),
-                                    c.inputs[3].tensor(), c.inputs[4].tensor(), options,
+    ASSERT_TRUE(kernels::batch_norm(c.at(0), c.at(1), c.at(2),
+                                    c.at(3), c.at(4), options,
                                     expected.tensor(), nullptr, nullptr).ok());
     expect_near(c.run(), expected);
   }
@@ -526,7 +288,7 @@ TEST(DnnlUnary, MatchesReference) {
     Case c(op, {});
     c.add(random_tensor({3, 7, 11}, seed++, -3.0, 3.0), false);
     OwnedTensor expected = zeros({3, 7, 11});
-    ASSERT_TRUE(reference(c.inputs[0].tensor(), expected.tensor()).ok());
+    ASSERT_TRUE(reference(c.at(0), expected.tensor()).ok());
     expect_near(c.run(), expected);
   }
 }
@@ -537,8 +299,8 @@ TEST(DnnlUnary, ClipTakesBoundsFromConstantInputsOrAttributes) {
   inputs.add(OwnedTensor::of<float>({}, {-0.5f}), true);
   inputs.add(OwnedTensor::of<float>({}, {1.5f}), true);
   OwnedTensor expected = zeros({40});
-  ASSERT_TRUE(kernels::clip(inputs.inputs[0].tensor(), &inputs.inputs[1].tensor(),
-                            &inputs.inputs[2].tensor(), expected.tensor()).ok());
+  ASSERT_TRUE(kernels::clip(inputs.at(0), &inputs.at(1),
+                            &inputs.at(2), expected.tensor()).ok());
   expect_near(inputs.run(), expected);
 
   Case attributes("Clip", {float_attr("min", -0.5), float_attr("max", 1.5)});
@@ -561,8 +323,8 @@ TEST(DnnlBinary, MatchesReferenceWithBroadcast) {
         auto shape = kernels::broadcast_shape(s.a, s.b);
         ASSERT_TRUE(shape.ok());
         OwnedTensor expected = zeros(*shape);
-        ASSERT_TRUE((op == "Add" ? kernels::add(c.inputs[0].tensor(), c.inputs[1].tensor(), expected.tensor())
-                                 : kernels::mul(c.inputs[0].tensor(), c.inputs[1].tensor(), expected.tensor()))
+        ASSERT_TRUE((op == "Add" ? kernels::add(c.at(0), c.at(1), expected.tensor())
+                                 : kernels::mul(c.at(0), c.at(1), expected.tensor()))
                         .ok());
         expect_near(c.run(), expected);
       }

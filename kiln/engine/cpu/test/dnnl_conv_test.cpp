@@ -1,0 +1,154 @@
+// oneDNN Conv against the reference kernel on seeded random data: geometry, groups, post-ops,
+// layouts, auto_pad, 1-D and 3-D. Every op runs with num_threads = 1.
+
+#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/kernels/kernels.h>
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
+using runtime::Tensor;
+
+// ---- Conv ------------------------------------------------------------------------------------
+
+struct ConvParams {
+  int64_t n, c, m, h, w, kh, kw, stride, dilation, pad, group;
+};
+
+std::string conv_name(const ConvParams& p) {
+  return "N" + std::to_string(p.n) + " C" + std::to_string(p.c) + " M" + std::to_string(p.m) +
+         " " + std::to_string(p.h) + "x" + std::to_string(p.w) + " k" + std::to_string(p.kh) +
+         "x" + std::to_string(p.kw) + " s" + std::to_string(p.stride) + " d" +
+         std::to_string(p.dilation) + " p" + std::to_string(p.pad) + " g" +
+         std::to_string(p.group);
+}
+
+TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
+  const std::vector<ConvParams> params = {
+      {1, 3, 8, 9, 9, 3, 3, 1, 1, 1, 1},    {2, 16, 16, 8, 8, 3, 3, 1, 1, 1, 1},
+      {1, 16, 32, 10, 7, 3, 3, 2, 1, 1, 1}, {1, 8, 8, 9, 9, 3, 3, 1, 2, 2, 1},
+      {1, 32, 32, 8, 8, 3, 3, 1, 1, 1, 32}, {1, 32, 32, 9, 9, 3, 3, 2, 1, 1, 32},
+      {1, 16, 32, 6, 6, 3, 3, 1, 1, 0, 4},  {1, 16, 24, 7, 7, 1, 1, 1, 1, 0, 1},
+      {1, 4, 6, 7, 8, 2, 3, 2, 1, 0, 2}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {}, {{PostOpKind::Relu}}, {{PostOpKind::Clip, 0.0f, 6.0f}}, {{PostOpKind::Sigmoid}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
+  uint32_t seed = 200;
+  for (const ConvParams& p : params) {
+    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
+      for (bool bias : {true, false}) {
+        for (const auto& post_ops : post_op_sets) {
+          SCOPED_TRACE(conv_name(p) + (layout == ActivationLayout::Plain ? " plain" : " preferred") +
+                       (bias ? " bias" : "") + post_ops_name(post_ops));
+          std::vector<ir::Attribute> attributes = {
+              ints("strides", {p.stride, p.stride}), ints("dilations", {p.dilation, p.dilation}),
+              ints("pads", {p.pad, p.pad, p.pad, p.pad}), int_attr("group", p.group)};
+          Case c("Conv", attributes);
+          c.desc.activation_layout = layout;
+          c.add(random_tensor({p.n, p.c, p.h, p.w}, seed++), false);
+          c.add(random_tensor({p.m, p.c / p.group, p.kh, p.kw}, seed++, -0.5, 0.5), true);
+          if (bias) c.add(random_tensor({p.m}, seed++), true);
+          kernels::ConvOptions options;
+          options.strides = {p.stride, p.stride};
+          options.dilations = {p.dilation, p.dilation};
+          options.pads = {p.pad, p.pad, p.pad, p.pad};
+          options.group = p.group;
+          auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
+          ASSERT_TRUE(shape.ok()) << shape.status();
+          OwnedTensor expected = zeros(*shape);
+          ASSERT_TRUE(kernels::conv(c.at(0), c.at(1),
+                                    bias ? &c.at(2) : nullptr, options,
+                                    expected.tensor())
+                          .ok());
+          std::vector<const Tensor*> residuals;
+          if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
+            c.add(random_tensor(*shape, seed++), false);
+            residuals.push_back(&c.inputs.back()->tensor());
+          }
+          apply_post_ops(post_ops, residuals, expected);
+          c.desc.post_ops = post_ops;
+          expect_near(c.run(), expected);
+        }
+      }
+    }
+  }
+}
+
+TEST(DnnlConv, AutoPadSameMatchesReference) {
+  for (std::string auto_pad : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    SCOPED_TRACE(auto_pad);
+    Case c("Conv", {ir::Attribute{"auto_pad", auto_pad}, ints("strides", {2, 2})});
+    c.add(random_tensor({1, 4, 8, 7}, 300), false);
+    c.add(random_tensor({5, 4, 3, 3}, 301), true);
+    kernels::ConvOptions options;
+    options.strides = {2, 2};
+    options.auto_pad = *kernels::parse_auto_pad("Conv", auto_pad);
+    auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
+    ASSERT_TRUE(shape.ok());
+    OwnedTensor expected = zeros(*shape);
+    ASSERT_TRUE(kernels::conv(c.at(0), c.at(1), nullptr, options,
+                              expected.tensor()).ok());
+    expect_near(c.run(), expected);
+  }
+}
+
+// 1-D (audio front ends: [N, C, T]) and 3-D convs take the same primitive.
+TEST(DnnlConv, OneAndThreeDimensionalConvsMatchReference) {
+  struct Geometry {
+    std::vector<int64_t> x, w;
+    int64_t stride, pad, group;
+  };
+  const std::vector<Geometry> geometries = {
+      {{1, 1, 64}, {8, 1, 5}, 2, 2, 1},        {{2, 8, 17}, {8, 1, 3}, 1, 1, 8},
+      {{1, 6, 20}, {4, 3, 4}, 3, 0, 2},        {{1, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, 1, 1, 1},
+      {{1, 4, 6, 5, 4}, {4, 2, 1, 2, 3}, 2, 0, 2}};
+  uint32_t seed = 600;
+  for (const Geometry& g : geometries) {
+    size_t spatial = g.x.size() - 2;
+    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
+      for (const auto& post_ops : std::vector<std::vector<PostOp>>{{}, {{PostOpKind::Relu}}}) {
+        SCOPED_TRACE(runtime::shape_to_string(g.x) + " * " + runtime::shape_to_string(g.w) +
+                     (layout == ActivationLayout::Plain ? " plain" : " preferred") +
+                     post_ops_name(post_ops));
+        kernels::ConvOptions options;
+        options.strides.assign(spatial, g.stride);
+        options.pads.assign(2 * spatial, g.pad);
+        options.group = g.group;
+        Case c("Conv", {ints("strides", options.strides), ints("pads", options.pads),
+                        int_attr("group", g.group)});
+        c.desc.activation_layout = layout;
+        c.add(random_tensor(g.x, seed++), false);
+        c.add(random_tensor(g.w, seed++, -0.5, 0.5), true);
+        c.add(random_tensor({g.w[0]}, seed++), true);
+        auto shape = kernels::conv_shape(g.x, g.w, options);
+        ASSERT_TRUE(shape.ok()) << shape.status();
+        OwnedTensor expected = zeros(*shape);
+        ASSERT_TRUE(kernels::conv(c.at(0), c.at(1),
+                                  &c.at(2), options, expected.tensor())
+                        .ok());
+        apply_post_ops(post_ops, {}, expected);
+        c.desc.post_ops = post_ops;
+        expect_near(c.run(), expected);
+      }
+    }
+  }
+}
+
+TEST(DnnlConv, PreferredLayoutIsReported) {
+  Case c("Conv", {ints("pads", {1, 1, 1, 1})});
+  c.add(random_tensor({1, 64, 14, 14}, 400), false);
+  c.add(random_tensor({64, 64, 3, 3}, 401), true);
+  c.run();
+  EXPECT_NE(c.description.find("src:"), std::string::npos) << c.description;
+  std::cout << "Conv 64x14x14 3x3: " << c.description << "\n";
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
