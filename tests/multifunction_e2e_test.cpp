@@ -5,6 +5,7 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 #include <kiln/backends/kiln/kiln_backend_options.h>
 #include <kiln/backends/kiln/shared_models.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/test/onnx_model_builder.h>
 #include <kiln/extension/module/module.h>
@@ -223,6 +224,7 @@ TEST_F(MultifunctionEndToEnd, StaticForwardAndEnumeratedPrefillWithAGraphBreak) 
     const std::string cache = (dir_ / (share ? "cache_shared" : "cache_own")).string();
     for (const char* load : {"cold", "warm"}) {
       SCOPED_TRACE(std::string(share ? "sharing on, " : "sharing off, ") + load + " load");
+      engine::wait_for_background_stores();  // the cold load's entries are written
       backends::KilnLoadCounters before = backends::kiln_load_counters();
       backends::SharedModelCounters shared_before =
           backends::SharedModelRegistry::instance().counters();

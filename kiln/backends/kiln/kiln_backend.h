@@ -38,8 +38,10 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 /// - `cache_dir` (string, default `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else
 ///   `~/.cache/kiln`; empty: no persistence): where specializations persist. Init looks the
 ///   compiled artifact of the model's static functions up there (a hit maps the pre-packed
-///   weights instead of packing them) and stores it after a miss. A directory that cannot be
-///   written leaves the load uncached (see `kiln_load_counters`), never failed.
+///   weights instead of packing them) and stores it after a miss, on a background thread: init
+///   returns once the model is specialized, and the write finishes before the process exits
+///   normally (`engine::wait_for_background_stores` waits for it sooner). A directory that
+///   cannot be written leaves the load uncached (in the cache's warnings), never failed.
 /// - `num_threads` (int 1..1024, default: the cores available): intra-op threads of the
 ///   engine's oneDNN ops. Trade-off: more threads cut latency until they contend with other
 ///   work. Takes effect at init.

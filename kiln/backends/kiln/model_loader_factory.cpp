@@ -21,7 +21,10 @@ runtime::Result<std::shared_ptr<engine::LoadedModel>> default_model_loader(
     const ModelLoadRequest& request) {
   // ModelCache treats an empty directory as "off"; ModelLoader still reports it as such.
   engine::cache::ModelCache cache(request.cache_dir);
-  return engine::ModelLoader::load(request.package, request.options, &cache, request.compile);
+  // A cold load returns once specialized; the artifact is written meanwhile.
+  engine::compile::CompileOptions compile = request.compile;
+  compile.store_in_background = true;
+  return engine::ModelLoader::load(request.package, request.options, &cache, compile);
 }
 
 void set_model_loader_factory(ModelLoaderFactory replacement) {

@@ -91,6 +91,7 @@ class ModelCache {
   explicit ModelCache(std::string dir, CacheOptions options = {});
 
   const std::string& dir() const { return dir_; }
+  const CacheOptions& options() const { return options_; }
   /// `<dir>/v1`, where the entries are.
   std::string entries_dir() const;
 

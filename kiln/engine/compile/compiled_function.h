@@ -42,6 +42,12 @@ struct CompileOptions {
   /// loaded model, so each weight is packed once (and can come from a compiled artifact). Kept
   /// alive by the compiled function. Null: each op packs its own copy.
   std::shared_ptr<cpu::PackedConstants> packed;
+  /// For `ModelLoader::load` after a cache miss (not part of the compiled result): write the
+  /// compiled artifact on a background thread (`run_in_background`) instead of before the
+  /// load returns. Trade-off: a cold load returns once the model is specialized, and the write
+  /// (and its sync) overlaps the first runs; a store that fails then is not in the load's
+  /// report. Default: false.
+  bool store_in_background = false;
 };
 
 /// Where one step of a compiled function runs.

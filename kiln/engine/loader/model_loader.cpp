@@ -4,6 +4,7 @@
 #include <kiln/engine/cache/entry_format.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
 
@@ -352,6 +353,18 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
     report.cache_entry.clear();
   }
   report.cache = "miss";
+  if (compile.store_in_background) {
+    // The job owns what the artifact's pieces point into: the records and the packed weights.
+    run_in_background([dir = cache->dir(), cache_options = cache->options(), key, model_hash,
+                       records = std::move(records), packed = with_store.packed] {
+      cache::ModelCache background(dir, cache_options);
+      artifact::ArtifactPieces payload;
+      layout_payload(records, *packed, payload);
+      (void)background.store(key, payload.pieces, model_hash);  // failures: the cache's warnings
+    });
+    report.stored_in_background = true;
+    return loaded;
+  }
   artifact::ArtifactPieces payload;
   layout_payload(records, *with_store.packed, payload);
   uint64_t failed_before = cache->stats().failed_stores;

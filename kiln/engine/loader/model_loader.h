@@ -95,6 +95,9 @@ struct LoadReport {
   uint64_t deferred_functions = 0;
   /// Why a hit was not used or a store failed (the load itself succeeded).
   std::vector<std::string> warnings;
+  /// On a miss with `CompileOptions::store_in_background`: the artifact is being written by a
+  /// background job (`wait_for_background_stores`); its problems are not in `warnings`.
+  bool stored_in_background = false;
 };
 
 /// The engine's version, as cache keys record it: the engine and its CPU kernel provider

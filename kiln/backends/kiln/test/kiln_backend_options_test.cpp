@@ -6,6 +6,7 @@
 #include <kiln/backends/kiln/model_loader_factory.h>
 #include <kiln/backends/kiln/test/kiln_test_programs.h>
 #include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/specialization/specialization_options.h>
 #include <kiln/runtime/backend/named_data.h>
 #include <kiln/runtime/backend/options.h>
@@ -356,6 +357,7 @@ TEST(KilnBackendCache, EachReshapeFlagLeavesItsOwnEntry) {
     return load(kiln_program(package, function_manifest(), 2), &map);
   };
   auto entries = [&]() {
+    engine::wait_for_background_stores();  // a miss writes its entry in the background
     auto list = engine::cache::ModelCache(dir.path()).list();
     EXPECT_TRUE(list.ok()) << list.status();
     return list.ok() ? list->size() : size_t{0};

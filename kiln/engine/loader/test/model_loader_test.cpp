@@ -1,6 +1,7 @@
 // The model loader: binding, placement, packages and the compiled-artifact cache.
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/specialization/devices.h>
 
 #include <filesystem>
@@ -128,6 +129,34 @@ TEST(ModelLoaderCache, ColdLoadStoresWarmLoadAdoptsPackedWeights) {
   EXPECT_EQ(report.adopted_constants, 2u);
   EXPECT_FALSE(report.cache_entry.empty());
   EXPECT_EQ(cache.stats().hits, 1u);
+  expect_runs_like_reference(**warm, model);
+}
+
+TEST(ModelLoaderCache, ABackgroundStoreLeavesTheEntryForTheNextLoad) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("background");
+  compile::CompileOptions background;
+  background.store_in_background = true;
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto cold = ModelLoader::load(*package.view, cpu_only(), &cache, background);
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    EXPECT_EQ((*cold)->load_report().cache, "miss");
+    EXPECT_TRUE((*cold)->load_report().stored_in_background);
+    EXPECT_EQ(cache.stats().stores, 0u);  // this cache object did not write it
+    expect_runs_like_reference(**cold, model);
+  }  // the model may go before its store is done: the job holds what it writes
+  wait_for_background_stores();
+  cache::ModelCache cache(dir.path.string());
+  auto listed = cache.list();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+  auto warm = ModelLoader::load(*package.view, cpu_only(), &cache, background);
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  EXPECT_EQ((*warm)->load_report().cache, "hit");
+  EXPECT_FALSE((*warm)->load_report().stored_in_background);
+  EXPECT_EQ((*warm)->load_report().packed_constants, 0u);
   expect_runs_like_reference(**warm, model);
 }
 
