@@ -247,12 +247,27 @@ Status check_enumerated(KilnDelegate& delegate) {
 
 // Binds one session per entry of `to_bind`. On a failure the caller discards the delegate, and
 // with it the sessions bound so far.
+//
+// A warm load defers building each function to its first use; the first listed function (the
+// only one, or the first enumerated shape: the default) is built here, so that a model with one
+// function is ready to run when init returns, like a cold load, while the other enumerated
+// shapes cost nothing until called (as Core ML prepares enumerated shapes other than the
+// default on first use).
 Status bind_sessions(KilnDelegate& delegate) {
+  bool first = true;
   for (const auto& [function, shapes] : delegate.to_bind) {
     auto session = delegate.model->bind(function, shapes);
     if (!session.ok()) {
       return session.status().with_context("bind function '" + function + "' to input shapes " +
                                            shapes_to_string(shapes));
+    }
+    if (first) {
+      auto built = session->function();
+      if (!built.ok()) {
+        return built.status().with_context("build function '" + function +
+                                           "' for input shapes " + shapes_to_string(shapes));
+      }
+      first = false;
     }
     delegate.sessions.add(shapes, function, std::move(session).get());
   }

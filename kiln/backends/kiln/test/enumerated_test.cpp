@@ -4,6 +4,8 @@
 // function and binds them all, or fails.
 #include <kiln/backends/kiln/kiln_backend.h>
 #include <kiln/engine/ir/graph.h>
+#include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/runtime/backend/named_data.h>
 #include <kiln/runtime/backend/registry.h>
@@ -199,6 +201,27 @@ TEST(KilnBackendEnumerated, EachListedShapeRunsItsFunction) {
       }
     }
   }
+}
+
+TEST(KilnBackendEnumerated, AWarmInitBuildsTheFirstShapeAndTheOthersOnFirstUse) {
+  {
+    auto cold = Delegate::init(three_functions());  // stores the artifact (or finds it)
+    ASSERT_TRUE(cold.ok()) << cold.status();
+  }
+  engine::wait_for_background_stores();
+  auto warm = Delegate::init(three_functions());
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  const engine::LoadedModel* model = KilnBackend::model_of((*warm)->handle());
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->load_report().cache, "hit");
+  EXPECT_EQ(model->load_report().deferred_functions, 3u);
+  EXPECT_EQ(model->num_built(), 1u);  // add_one, the first listed: ready when init returns
+  auto x = iota(8);
+  std::vector<float> out(8);
+  Tensor in(F32, {1, 8}, x.data()), y(F32, {1, 8}, out.data());
+  ASSERT_TRUE((*warm)->execute(in, y).ok());
+  EXPECT_EQ(model->num_built(), 2u);  // add_two, built by its first call
+  EXPECT_EQ(out[7], 9.0f);
 }
 
 TEST(KilnBackendEnumerated, UnlistedShapeRunsNothingAndNamesTheShapes) {
