@@ -14,7 +14,7 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 # and compiled at load: the cache then holds their packed weights.
 set(enumerate "")
 if(BACKEND STREQUAL "kiln")
-  set(enumerate --enumerate forward:x:0=1,10)
+  set(enumerate --enumerate forward:x:0=10,1)
   if(AOT)
     list(APPEND enumerate --aot)
   endif()
