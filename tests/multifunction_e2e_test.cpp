@@ -38,25 +38,6 @@ std::vector<float> seeded(size_t n, uint32_t seed, float scale) {
   return out;
 }
 
-onnx::GraphProto scale_branch(const std::string& name, const std::string& factor) {
-  onnx::GraphProto g;
-  g.set_name(name);
-  auto* n = g.add_node();
-  n->set_op_type("Mul");
-  n->set_name(name + "_mul");
-  n->add_input("a");
-  n->add_input(factor);
-  n->add_output(name + "_out");
-  auto* o = g.add_output();
-  o->set_name(name + "_out");
-  auto* t = o->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_value(1);
-  t->mutable_shape()->add_dim()->set_dim_param("seq");
-  t->mutable_shape()->add_dim()->set_dim_value(kWidth);
-  return g;
-}
-
 // ids i64 [1, seq] → logits f32 [1, seq, vocab]: embedding, layer norm, single-head attention
 // with a residual, then a data-dependent If (scale the stream by 0.5 when its maximum is
 // positive, else by 2), then a layer-normed MLP with a residual and the LM head.
@@ -103,13 +84,14 @@ std::string transformer_model() {
   OnnxModelBuilder::int_attribute(peak, "keepdims", 0);
   b.node("Greater", {"peak", "zero"}, {"positive"}, "positive");
   auto& choose = b.node("If", {"positive"}, {"a2"}, "rescale");
-  for (auto [attr, name, factor] : {std::tuple{"then_branch", "damp", "half"},
-                                    std::tuple{"else_branch", "boost", "two"}}) {
-    auto* g = choose.add_attribute();
-    g->set_name(attr);
-    g->set_type(onnx::AttributeProto::GRAPH);
-    *g->mutable_g() = scale_branch(name, factor);
-  }
+  OnnxModelBuilder::graph_attribute(choose, "then_branch",
+                                    OnnxModelBuilder::one_node_graph("damp", "Mul", {"a", "half"},
+                                                                     "damp_out", {1, 0, kWidth},
+                                                                     {"", "seq", ""}));
+  OnnxModelBuilder::graph_attribute(choose, "else_branch",
+                                    OnnxModelBuilder::one_node_graph("boost", "Mul", {"a", "two"},
+                                                                     "boost_out", {1, 0, kWidth},
+                                                                     {"", "seq", ""}));
   b.node("LayerNormalization", {"a2", "gamma", "beta"}, {"h2"}, "ln2");
   b.node("MatMul", {"h2", "w1"}, {"up"}, "up");
   b.node("Add", {"up", "b1"}, {"up_b"}, "up_bias");

@@ -60,6 +60,29 @@ class OnnxModelBuilder {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  /// A graph of one node `op` over `inputs` (outer values, for an If branch) into `output`, an
+  /// f32 tensor of `dims` (0 with a name in `params`: symbolic).
+  static onnx::GraphProto one_node_graph(const std::string& name, const std::string& op,
+                                         std::vector<std::string> inputs,
+                                         const std::string& output, std::vector<int64_t> dims,
+                                         std::vector<std::string> params = {}) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(name + "_" + op);
+    for (auto& i : inputs) n->add_input(i);
+    n->add_output(output);
+    add_value(g.add_output(), output, onnx::TensorProto::FLOAT, dims, params);
+    return g;
+  }
+  static void graph_attribute(onnx::NodeProto& n, const std::string& name,
+                              const onnx::GraphProto& graph) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = graph;
+  }
   onnx::ModelProto& model() { return model_; }
   std::string bytes() const { return model_.SerializeAsString(); }
 

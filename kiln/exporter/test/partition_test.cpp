@@ -28,25 +28,6 @@ namespace ir = engine::ir;
 using runtime::Error;
 using ::testing::HasSubstr;
 
-onnx::GraphProto branch(const std::string& name, const std::string& factor,
-                        const std::string& out) {
-  onnx::GraphProto g;
-  g.set_name(name);
-  auto* n = g.add_node();
-  n->set_op_type("Mul");
-  n->set_name(name + "_mul");
-  n->add_input("x");
-  n->add_input(factor);
-  n->add_output(out);
-  auto* o = g.add_output();
-  o->set_name(out);
-  auto* t = o->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_value(1);
-  t->mutable_shape()->add_dim()->set_dim_param("n");
-  return g;
-}
-
 // x f32 [1, n] → relu(x * (sum(x) > 0 ? 2 : 3) + 0.5): a data-dependent If between two runs.
 std::string break_model() {
   test::OnnxModelBuilder b;
@@ -60,14 +41,14 @@ std::string break_model() {
   test::OnnxModelBuilder::int_attribute(sum, "keepdims", 0);
   b.node("Greater", {"s", "zero"}, {"cond"}, "positive");
   auto& when = b.node("If", {"cond"}, {"y1"}, "choose");
-  auto* then_branch = when.add_attribute();
-  then_branch->set_name("then_branch");
-  then_branch->set_type(onnx::AttributeProto::GRAPH);
-  *then_branch->mutable_g() = branch("then", "two", "t_then");
-  auto* else_branch = when.add_attribute();
-  else_branch->set_name("else_branch");
-  else_branch->set_type(onnx::AttributeProto::GRAPH);
-  *else_branch->mutable_g() = branch("else", "three", "t_else");
+  test::OnnxModelBuilder::graph_attribute(
+      when, "then_branch",
+      test::OnnxModelBuilder::one_node_graph("then", "Mul", {"x", "two"}, "t_then", {1, 0},
+                                             {"", "n"}));
+  test::OnnxModelBuilder::graph_attribute(
+      when, "else_branch",
+      test::OnnxModelBuilder::one_node_graph("else", "Mul", {"x", "three"}, "t_else", {1, 0},
+                                             {"", "n"}));
   b.node("Add", {"y1", "w"}, {"a"}, "bias");
   b.node("Relu", {"a"}, {"out"}, "relu");
   return b.bytes();
