@@ -71,6 +71,11 @@ void print_method(std::ostream& os, const json& m) {
        << "  processed " << d["processed_size"].get<size_t>() << " bytes";
     if (d.contains("processed_in")) os << " (" << d["processed_in"].get<std::string>() << ")";
     os << "\n";
+    if (d.contains("compile_specs")) {
+      for (const auto& [key, value] : d["compile_specs"].items()) {
+        os << "      compile spec " << key << " = " << value.get<std::string>() << "\n";
+      }
+    }
     if (d.contains("functions")) {
       for (const auto& f : d["functions"]) {
         os << "      function " << f.value("function", json("?")).dump();

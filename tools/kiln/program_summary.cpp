@@ -74,6 +74,20 @@ json delegate_json(const Program& program, const runtime::DelegateMeta& meta,
   if (delegate == nullptr) return j;
   const int segment = delegate->processed_segment();
   j["processed_in"] = segment >= 0 ? "segment " + std::to_string(segment) : "inline";
+  if (delegate->compile_specs() != nullptr && delegate->compile_specs()->size() > 0) {
+    json specs = json::object();
+    for (const auto* spec : *delegate->compile_specs()) {
+      if (spec->key() == nullptr) continue;
+      std::string value;
+      if (spec->value() != nullptr) value.assign(spec->value()->begin(), spec->value()->end());
+      // Printable values as text, others by size.
+      bool text = value.size() <= 256 && std::all_of(value.begin(), value.end(), [](char c) {
+                    return c >= 0x20 && c < 0x7f;
+                  });
+      specs[spec->key()->str()] = text ? value : std::to_string(value.size()) + " bytes";
+    }
+    j["compile_specs"] = specs;
+  }
   json manifest = manifest_of(program, *delegate);
   if (manifest.is_null()) return j;
   j["manifest"] = manifest;

@@ -15,7 +15,7 @@ namespace kiln::tools {
 ///   {"program": path, "format_version", "file_size",
 ///    "methods": [{"name", "inputs": [T...], "outputs": [T...],
 ///                 "delegates": [{"id", "backend_id", "processed_size", "processed_in",
-///                                "manifest"?, "functions"?}],
+///                                "compile_specs"? {key: value}, "manifest"?, "functions"?}],
 ///                 "kernel_calls": [op...], "num_instructions",
 ///                 "planned_memory": {"arena_sizes", "total_bytes"}}],
 ///    "segments": [{"index", "offset", "size", "used_by": [text...]}],
@@ -23,7 +23,7 @@ namespace kiln::tools {
 /// where T is {"name", "kind", and for tensors "dtype", "shape", "dim_names", "shape_text",
 /// "dynamism"}. A delegate whose processed bytes are a JSON object (KilnBackend's manifest)
 /// gets "manifest" and its "functions" (with "input_shapes" when enumerated); other blobs are
-/// opaque. `path` is reported as given and used for the file size. Reads delegate segments
+/// opaque. Compile spec values are given as text when printable (else "<N> bytes"). `path` is reported as given and used for the file size. Reads delegate segments
 /// through the program's loader. Errors: those of `Program::method_meta`.
 runtime::Result<nlohmann::ordered_json> program_summary(const std::string& path,
                                                         const runtime::Program& program);

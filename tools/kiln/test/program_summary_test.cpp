@@ -61,7 +61,8 @@ TEST_F(ProgramSummaryTest, DescribesKernelsDelegatesSegmentsAndNamedData) {
       .output("z");
   builder.method("other")
       .input("a", F32, {2})
-      .delegate("StubB", {0xde, 0xad}, {"a"}, {"b"})
+      .delegate("StubB", {0xde, 0xad}, {"a"}, {"b"},
+                {{"expect_frequent_reshapes", bytes_of("true")}, {"blob", {0x00, 0x01, 0x02}}})
       .output("b");
   builder.named_data("pkg", std::vector<uint8_t>(100, 7));
   json doc = summarize(builder);
@@ -90,6 +91,9 @@ TEST_F(ProgramSummaryTest, DescribesKernelsDelegatesSegmentsAndNamedData) {
   EXPECT_EQ(opaque["backend_id"], "StubB");
   EXPECT_EQ(opaque["processed_in"], "inline");
   EXPECT_FALSE(opaque.contains("manifest"));
+  EXPECT_EQ(opaque["compile_specs"]["expect_frequent_reshapes"], "true");
+  EXPECT_EQ(opaque["compile_specs"]["blob"], "3 bytes");
+  EXPECT_FALSE(delegate.contains("compile_specs"));
 
   ASSERT_EQ(doc["named_data"].size(), 1u);
   EXPECT_EQ(doc["named_data"][0]["key"], "pkg");
