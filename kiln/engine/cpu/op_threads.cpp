@@ -83,7 +83,8 @@ double conv_flops(const OpDesc& desc, bool transposed) {
   if (x.size() < 3 || w.size() != x.size()) return 0.0;
   double pixels = prod(x, 2, x.size());
   if (!transposed) {
-    for (int64_t s : ints_attr(desc, "strides")) pixels /= static_cast<double>(std::max<int64_t>(s, 1));
+    for (int64_t s : ints_attr(desc, "strides"))
+      pixels /= static_cast<double>(std::max<int64_t>(s, 1));
   }
   return 2.0 * static_cast<double>(x[0]) * numel(w) * pixels;
 }
@@ -160,8 +161,8 @@ double estimated_us(const OpDesc& desc) {
            (read + conv_output(desc, transposed)) / kElementsPerUs;
   }
   double written = op == "Resize" || op == "Upsample" ? resize_output(desc)
-                   : op == "Concat"                    ? read
-                                                       : numel(desc.inputs[0].sizes);
+                   : op == "Concat"                   ? read
+                                                      : numel(desc.inputs[0].sizes);
   return (read + written) / kElementsPerUs;
 }
 

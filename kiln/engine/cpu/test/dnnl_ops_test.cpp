@@ -415,6 +415,20 @@ TEST(DnnlThreads, OneThreadStartsNoWorkersAndRestoresTheCallersSetting) {
   c.run();
   EXPECT_GE(count_threads(), before + 2);
   EXPECT_EQ(omp_get_max_threads(), 4);
+
+  // A ConvTranspose large enough for its scatter (dnnl_deconv_patches.cpp) to split rows.
+  Case deconv("ConvTranspose", {ints("strides", {2, 2})});
+  deconv.desc.num_threads = 3;
+  deconv.add(random_tensor({1, 16, 40, 40}, 1307), false);
+  deconv.add(random_tensor({16, 16, 2, 2}, 1308), true);
+  kernels::ConvTransposeOptions options;
+  options.strides = {2, 2};
+  OwnedTensor expected = zeros({1, 16, 80, 80});
+  ASSERT_TRUE(kernels::conv_transpose(deconv.at(0), deconv.at(1), nullptr, options,
+                                      expected.tensor())
+                  .ok());
+  expect_near(deconv.run(), expected);
+  EXPECT_NE(deconv.description.find("as patches"), std::string::npos) << deconv.description;
 }
 
 }  // namespace

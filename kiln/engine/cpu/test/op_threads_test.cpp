@@ -43,8 +43,8 @@ TEST(OpThreads, SmallOpsRunOnOneThreadLargeOnesOnTheThreadsAsked) {
       {described("Conv", {{1, 512, 7, 7}, {512, 512, 3, 3}}, 2), 2},
       // Depthwise runs at a quarter of the dense rate: the same FLOPs are more time.
       {described("Conv", {{1, 960, 7, 7}, {960, 1, 3, 3}}, 2, {int_attr("group", 960)}), 2},
-      {described("ConvTranspose", {{1, 16, 160, 160}, {16, 1, 2, 2}}, 2,
-                 {ints("strides", {2, 2})}), 2},
+      {described("ConvTranspose", {{1, 16, 160, 160}, {16, 1, 2, 2}}, 2, {ints("strides", {2, 2})}),
+       2},
       {described("Gemm", {{1, 512}, {1000, 512}}, 2, {int_attr("transB", 1)}), 2},
       {described("Gemm", {{1, 64}, {64, 10}}, 2), 1},
       // Never more than asked; 0 (all cores) is kept for large ops only.
