@@ -176,8 +176,11 @@ Result<std::unique_ptr<CpuOp>> DeconvPatchesOp::create(const OpDesc& desc, const
       }
     }
   }
+  // The permuted bytes are not W's: they are named by their own hash, not W's content hash.
+  OpDesc rows_desc = desc;
+  rows_desc.constant_hashes.clear();
   KILN_ASSIGN_OR_RETURN(op->weights_,
-                        pack_constant(desc, 1, w_plain, w_rows.data(), pd.weights_desc()));
+                        pack_constant(rows_desc, 1, w_plain, w_rows.data(), pd.weights_desc()));
   op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
   if (has_bias) {
     // B [M] repeated for each position of the patch.
