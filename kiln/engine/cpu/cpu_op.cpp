@@ -42,9 +42,18 @@ Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
     return Status(Error::NotSupported,
                   "create op '" + desc.op + "': no CPU implementation of this op");
   }
-  dnnl_impl::ThreadScope threads(desc.num_threads);
+  // Small ops are built for (and run on) one thread: oneDNN may size a primitive's work split
+  // by the threads available when it is created.
+  const int num_threads = op_threads(desc);
+  std::optional<OpDesc> capped;
+  if (num_threads != desc.num_threads) {
+    capped = desc;
+    capped->num_threads = num_threads;
+  }
+  const OpDesc& used = capped ? *capped : desc;
+  dnnl_impl::ThreadScope threads(used.num_threads);
   try {
-    return factory(desc);
+    return factory(used);
   } catch (const dnnl::error& e) {
     // oneDNN's C++ API reports unsupported descriptors by throwing; keep it inside.
     return Status(e.status == dnnl_unimplemented ? Error::NotSupported : Error::Internal,

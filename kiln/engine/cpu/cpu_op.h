@@ -76,8 +76,9 @@ struct OpDesc {
   int num_outputs = 1;           ///< Outputs asked for; extra optional outputs are NotSupported.
   /// Intra-op threads for create and run; 0 = the library's default (all cores). Takes effect
   /// for this op only (the caller's OpenMP setting is restored after each call). An upper
-  /// bound: LSTM and GRU of batches of 1-2 rows use one thread per direction, since splitting
-  /// their per-step work over more only adds synchronization.
+  /// bound: ops of little work run on one thread (`op_threads`), and LSTM and GRU of batches
+  /// of 1-2 rows use one thread per direction, since splitting such work over more only adds
+  /// synchronization.
   int num_threads = 0;
   ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
   /// Same length as `inputs`, or empty: a non-empty entry is the native layout
@@ -89,6 +90,12 @@ struct OpDesc {
   /// artifact); must outlive the op. Null: the op packs into storage of its own.
   PackedConstants* packed = nullptr;
 };
+
+/// The intra-op threads `desc`'s op runs with: `desc.num_threads`, or 1 when its estimated
+/// work (FLOPs or elements touched, from the shapes) is too small to pay for starting and
+/// joining more threads. Never more than `desc.num_threads` when that is positive. `create`
+/// applies it (LSTM and GRU keep their own rule).
+int op_threads(const OpDesc& desc);
 
 /// A compiled op for one set of input shapes. Lifecycle: `create` (may allocate, JIT and pack
 /// weights) → `run` any number of times (no allocation). Thread-safety: `run` uses buffers the

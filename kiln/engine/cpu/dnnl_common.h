@@ -146,6 +146,10 @@ Result<std::unique_ptr<CpuOp>> create_matmul(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_gemm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_conv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
+/// ConvTranspose whose kernel equals its strides (no pads, dilations or groups; constant W and
+/// B; no residual) as a matmul and a scatter (dnnl_deconv_patches.cpp); null for any other
+/// ConvTranspose. Inputs already checked by create_deconv.
+Result<std::unique_ptr<CpuOp>> create_deconv_patches(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc);

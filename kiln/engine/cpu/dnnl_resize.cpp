@@ -7,9 +7,10 @@
 // in, ...). Rather than trust a table, `create` proves it for the op's own shapes: it runs
 // the primitive once on a probe image and compares it with the reference kernel
 // (kernels::resize) on the same image, exactly for nearest, within float rounding for linear;
-// any difference gives NotSupported, so the reference kernel runs the node.
+// any difference gives NotSupported, so the reference kernel runs the node. The activations
+// may stay in their producer's layout (nhwc, nChw16c, nChw8c: see ResampleOp).
 
-#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/dnnl_staged.h>
 #include <kiln/kernels/image_ops.h>
 
 #include <cmath>
@@ -25,13 +26,21 @@ namespace {
 
 using dnnl::memory;
 
+CpuOp::NativeLayout native(const memory::desc& md) {
+  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
+}
+
 /// The resampling primitive over caller tensors. oneDNN 2.6's jit resampling writes its
 /// result with non-temporal stores that fault unless the destination is 64-byte aligned, so
 /// an output at another address is written into an aligned buffer the op holds and copied.
+/// When the primitive's layouts differ from the plain ones (the producer's layout, adopted to
+/// skip two conversions), the plain source and result are converted through buffers the op
+/// holds, unless layout propagation hands them over natively.
 class ResampleOp final : public DnnlOp {
  public:
   ResampleOp(const OpDesc& desc, const dnnl::resampling_forward::primitive_desc& pd,
-             std::vector<int64_t> output_sizes)
+             std::vector<int64_t> output_sizes, const memory::desc& x_plain,
+             const memory::desc& y_plain)
       : primitive_(pd) {
     op_ = desc.op;
     num_threads_ = desc.num_threads;
@@ -42,6 +51,18 @@ class ResampleOp final : public DnnlOp {
     args_[DNNL_ARG_SRC] = wrap(pd.src_desc(), nullptr);
     args_[DNNL_ARG_DST] = wrap(pd.dst_desc(), nullptr);
     aligned_dst_ = memory(pd.dst_desc(), cpu_engine());
+    if (pd.src_desc() != x_plain) {
+      src_plain_ = wrap(x_plain, nullptr);
+      src_internal_ = memory(pd.src_desc(), cpu_engine());
+      src_reorder_ = dnnl::reorder(src_plain_, *src_internal_);
+      describe_ += " src:" + format_of(pd.src_desc());
+    }
+    if (pd.dst_desc() != y_plain) {
+      dst_plain_ = wrap(y_plain, nullptr);
+      dst_reorder_ = dnnl::reorder(aligned_dst_, dst_plain_);
+      staged_dst_ = true;
+      describe_ += " dst:" + format_of(pd.dst_desc());
+    }
   }
 
   Status run(runtime::Span<const runtime::Tensor*> inputs,
@@ -50,19 +71,73 @@ class ResampleOp final : public DnnlOp {
     if (inputs[0] == nullptr) {
       return Status(Error::InvalidArgument, "run op '" + op_ + "' (oneDNN): input 0 is null");
     }
-    point(args_[DNNL_ARG_SRC], inputs[0]->data());
+    if (src_internal_) {
+      point(src_plain_, inputs[0]->data());
+      KILN_RETURN_IF_ERROR(
+          execute(src_reorder_, {{DNNL_ARG_FROM, src_plain_}, {DNNL_ARG_TO, *src_internal_}}));
+      args_[DNNL_ARG_SRC] = *src_internal_;
+    } else {
+      point(args_[DNNL_ARG_SRC], inputs[0]->data());
+    }
     void* out = outputs[0]->mutable_data();
+    if (staged_dst_) {
+      args_[DNNL_ARG_DST] = aligned_dst_;
+      KILN_RETURN_IF_ERROR(execute(primitive_, args_));
+      point(dst_plain_, out);
+      return execute(dst_reorder_, {{DNNL_ARG_FROM, aligned_dst_}, {DNNL_ARG_TO, dst_plain_}});
+    }
     const bool aligned = reinterpret_cast<uintptr_t>(out) % 64 == 0;
     point(args_[DNNL_ARG_DST], aligned ? out : aligned_dst_.get_data_handle());
     KILN_RETURN_IF_ERROR(execute(primitive_, args_));
-    if (!aligned) std::memcpy(out, aligned_dst_.get_data_handle(), outputs[0]->nbytes());
+    if (!aligned) {
+      std::memcpy(out, aligned_dst_.get_data_handle(), aligned_dst_.get_desc().get_size());
+    }
+    return Status();
+  }
+
+  std::optional<NativeLayout> native_input_layout(size_t index) const override {
+    if (index == 0 && src_internal_) return native(src_internal_->get_desc());
+    return std::nullopt;
+  }
+  std::optional<NativeLayout> native_output_layout(size_t index) const override {
+    if (index == 0 && staged_dst_) return native(aligned_dst_.get_desc());
+    return std::nullopt;
+  }
+  Status use_native_input(size_t index) override {
+    if (index != 0 || !src_internal_) return CpuOp::use_native_input(index);
+    args_[DNNL_ARG_SRC] = wrap(src_internal_->get_desc(), nullptr);
+    src_internal_.reset();
+    return Status();
+  }
+  Status use_native_output(size_t index) override {
+    if (index != 0 || !staged_dst_) return CpuOp::use_native_output(index);
+    args_[DNNL_ARG_DST] = wrap(aligned_dst_.get_desc(), nullptr);
+    staged_dst_ = false;
     return Status();
   }
 
  private:
   dnnl::resampling_forward primitive_;
-  memory aligned_dst_;
+  memory aligned_dst_;  ///< Also the staged result, in the primitive's layout.
+  memory src_plain_, dst_plain_;
+  std::optional<memory> src_internal_;
+  dnnl::reorder src_reorder_, dst_reorder_;
+  bool staged_dst_ = false;
 };
+
+/// The format of `hint` (the producer's layout of [N, C, H, W]) when it is one the resampling
+/// reads as fast as plain (nhwc, nChw16c, nChw8c); nullopt otherwise.
+std::optional<memory::format_tag> hinted_format(const OpDesc& desc, const memory::dims& dims) {
+  auto hint = input_layout_hint(desc, 0, dims);
+  if (!hint) return std::nullopt;
+  using tag = memory::format_tag;
+  for (tag t : {tag::nhwc, tag::nChw16c, tag::nChw8c}) {
+    if (layout_bytes(memory::desc(dims, memory::data_type::f32, t)) == layout_bytes(*hint)) {
+      return t;
+    }
+  }
+  return std::nullopt;
+}
 
 /// Input `index`'s constant values as doubles (f32 or f64) or integers (i64, i32); `name`
 /// names it in errors. Absent or empty: nullopt.
@@ -78,10 +153,18 @@ Result<std::optional<std::vector<T>>> constant_list(const OpDesc& desc, size_t i
   std::vector<T> values(static_cast<size_t>(t->numel()));
   for (size_t i = 0; i < values.size(); ++i) {
     switch (t->dtype()) {
-      case runtime::ScalarType::Float32: values[i] = static_cast<T>(t->data_ptr<float>()[i]); break;
-      case runtime::ScalarType::Float64: values[i] = static_cast<T>(t->data_ptr<double>()[i]); break;
-      case runtime::ScalarType::Int64: values[i] = static_cast<T>(t->data_ptr<int64_t>()[i]); break;
-      case runtime::ScalarType::Int32: values[i] = static_cast<T>(t->data_ptr<int32_t>()[i]); break;
+      case runtime::ScalarType::Float32:
+        values[i] = static_cast<T>(t->data_ptr<float>()[i]);
+        break;
+      case runtime::ScalarType::Float64:
+        values[i] = static_cast<T>(t->data_ptr<double>()[i]);
+        break;
+      case runtime::ScalarType::Int64:
+        values[i] = static_cast<T>(t->data_ptr<int64_t>()[i]);
+        break;
+      case runtime::ScalarType::Int32:
+        values[i] = static_cast<T>(t->data_ptr<int32_t>()[i]);
+        break;
       default:
         return error(desc, Error::NotSupported,
                      "input " + std::to_string(index) + " (" + name + ") has dtype " +
@@ -131,8 +214,10 @@ Result<ResizeSpec> read_resize(const OpDesc& desc) {
   KILN_ASSIGN_OR_RETURN(std::string mode, attrs.get_string("mode", "nearest"));
   KILN_ASSIGN_OR_RETURN(std::string coordinates,
                         attrs.get_string("coordinate_transformation_mode", "half_pixel"));
-  KILN_ASSIGN_OR_RETURN(std::string nearest, attrs.get_string("nearest_mode", "round_prefer_floor"));
-  KILN_ASSIGN_OR_RETURN(std::string aspect, attrs.get_string("keep_aspect_ratio_policy", "stretch"));
+  KILN_ASSIGN_OR_RETURN(std::string nearest,
+                        attrs.get_string("nearest_mode", "round_prefer_floor"));
+  KILN_ASSIGN_OR_RETURN(std::string aspect,
+                        attrs.get_string("keep_aspect_ratio_policy", "stretch"));
   KILN_ASSIGN_OR_RETURN(int64_t antialias, attrs.get_int("antialias", 0));
   KILN_ASSIGN_OR_RETURN(int64_t exclude_outside, attrs.get_int("exclude_outside", 0));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, attrs.get_ints("axes"));
@@ -201,7 +286,8 @@ Status prove_against_reference(const OpDesc& desc, CpuOp& op, const kernels::Res
   // One float more than the output, used at an offset of 1: the probe writes to an unaligned
   // address, so it also proves the copy through the aligned buffer.
   std::vector<float> dst_storage(static_cast<size_t>(planes * out_plane + 16));
-  float* dst = dst_storage.data() + ((reinterpret_cast<uintptr_t>(dst_storage.data()) % 64) == 0 ? 1 : 0);
+  float* dst =
+      dst_storage.data() + ((reinterpret_cast<uintptr_t>(dst_storage.data()) % 64) == 0 ? 1 : 0);
   std::vector<float> expected(static_cast<size_t>(out_plane));
   runtime::Tensor src_t(runtime::ScalarType::Float32, x, src.data());
   runtime::Tensor dst_t(runtime::ScalarType::Float32, plan.sizes, dst);
@@ -223,8 +309,9 @@ Status prove_against_reference(const OpDesc& desc, CpuOp& op, const kernels::Res
       if (exact ? a != e : !(std::fabs(a - e) <= 1e-5f)) {
         return error(desc, Error::NotSupported,
                      "oneDNN's resampling differs from ONNX's for this mode and scale: output " +
-                         std::to_string(i / plan.sizes[3]) + "," + std::to_string(i % plan.sizes[3]) +
-                         " reads " + std::to_string(a) + " (expected " + std::to_string(e) + ")");
+                         std::to_string(i / plan.sizes[3]) + "," +
+                         std::to_string(i % plan.sizes[3]) + " reads " + std::to_string(a) +
+                         " (expected " + std::to_string(e) + ")");
       }
     }
   }
@@ -264,8 +351,8 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
   if (plan->sizes[0] != x[0] || plan->sizes[1] != x[1] || plan->scales[0] != 1.0 ||
       plan->scales[1] != 1.0) {
     return error(desc, Error::NotSupported,
-                 "scales N or C (output " + runtime::shape_to_string(plan->sizes) +
-                     " for input " + runtime::shape_to_string(x) + "; expected H and W only)");
+                 "scales N or C (output " + runtime::shape_to_string(plan->sizes) + " for input " +
+                     runtime::shape_to_string(x) + "; expected H and W only)");
   }
   for (size_t d = 0; d < 4; ++d) {
     if (x[d] == 0 || plan->sizes[d] == 0) {
@@ -279,15 +366,21 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
                  "input plane " + std::to_string(x[2]) + "x" + std::to_string(x[3]) +
                      " is too large to prove the index mapping (expected < 2^24 elements)");
   }
-  memory::desc x_md = plain_md(x);
-  memory::desc y_md = plain_md(plan->sizes);
+  const memory::desc x_plain = plain_md(x);
+  const memory::desc y_plain = plain_md(plan->sizes);
+  memory::desc x_md = x_plain;
+  memory::desc y_md = y_plain;
+  if (auto format = hinted_format(desc, x_plain.dims())) {
+    x_md = memory::desc(x_plain.dims(), memory::data_type::f32, *format);
+    y_md = memory::desc(y_plain.dims(), memory::data_type::f32, *format);
+  }
   const auto alg = spec.options.mode == kernels::ResizeMode::Nearest
                        ? dnnl::algorithm::resampling_nearest
                        : dnnl::algorithm::resampling_linear;
   dnnl::resampling_forward::desc resampling_desc(dnnl::prop_kind::forward_inference, alg, x_md,
                                                  y_md);
   dnnl::resampling_forward::primitive_desc pd(resampling_desc, base_attr(), cpu_engine());
-  auto op = std::make_unique<ResampleOp>(desc, pd, plan->sizes);
+  auto op = std::make_unique<ResampleOp>(desc, pd, plan->sizes, x_plain, y_plain);
   KILN_RETURN_IF_ERROR(prove_against_reference(desc, *op, *plan, spec.options));
   return std::unique_ptr<CpuOp>(std::move(op));
 }

@@ -387,11 +387,48 @@ TEST(DnnlThreads, OneThreadStartsNoWorkersAndRestoresTheCallersSetting) {
   EXPECT_EQ(count_threads(), before);
   EXPECT_EQ(omp_get_max_threads(), 4);
 
-  // The check can fail: with 3 threads OpenMP starts workers.
+  // Small ops asked for 3 threads run on one (op_threads): no workers, and still correct.
+  {
+    Case matmul("MatMul", {});
+    matmul.desc.num_threads = 3;
+    matmul.add(random_tensor({1, 128}, 1302), false);
+    matmul.add(random_tensor({128, 256}, 1303), true);
+    OwnedTensor expected = zeros({1, 256});
+    ASSERT_TRUE(kernels::matmul(matmul.at(0), matmul.at(1), expected.tensor()).ok());
+    expect_near(matmul.run(), expected);
+    Case relu("Relu", {});
+    relu.desc.num_threads = 3;
+    relu.add(random_tensor({4, 1000}, 1304), false);
+    OwnedTensor relu_expected = zeros({4, 1000});
+    ASSERT_TRUE(kernels::relu(relu.at(0), relu_expected.tensor()).ok());
+    expect_near(relu.run(), relu_expected);
+    Case conv("Conv", {ints("pads", {1, 1, 1, 1})});
+    conv.desc.num_threads = 3;
+    conv.add(random_tensor({1, 8, 8, 8}, 1305), false);
+    conv.add(random_tensor({8, 8, 3, 3}, 1306), true);
+    conv.run();
+    EXPECT_EQ(count_threads(), before);
+  }
+
+  // The check can fail: with 3 threads OpenMP starts workers for a large op.
   c.desc.num_threads = 3;
   c.run();
   EXPECT_GE(count_threads(), before + 2);
   EXPECT_EQ(omp_get_max_threads(), 4);
+
+  // A ConvTranspose large enough for its scatter (dnnl_deconv_patches.cpp) to split rows.
+  Case deconv("ConvTranspose", {ints("strides", {2, 2})});
+  deconv.desc.num_threads = 3;
+  deconv.add(random_tensor({1, 16, 40, 40}, 1307), false);
+  deconv.add(random_tensor({16, 16, 2, 2}, 1308), true);
+  kernels::ConvTransposeOptions options;
+  options.strides = {2, 2};
+  OwnedTensor expected = zeros({1, 16, 80, 80});
+  ASSERT_TRUE(kernels::conv_transpose(deconv.at(0), deconv.at(1), nullptr, options,
+                                      expected.tensor())
+                  .ok());
+  expect_near(deconv.run(), expected);
+  EXPECT_NE(deconv.description.find("as patches"), std::string::npos) << deconv.description;
 }
 
 }  // namespace
