@@ -75,6 +75,8 @@ Result<KilnBackendConfig> read_config(const runtime::BackendInitContext& context
   if (cache_dir) config.cache_dir = *cache_dir;
   KILN_ASSIGN_OR_RETURN(auto threads, context.get_option<int64_t>(kNumThreadsKey));
   if (threads) config.num_threads = static_cast<int>(*threads);
+  KILN_ASSIGN_OR_RETURN(auto winograd, context.get_option<bool>(kWinogradKey));
+  if (winograd) config.winograd = *winograd;
   return config;
 }
 
@@ -307,6 +309,7 @@ Result<LoadSettings> load_settings(const KilnBackendConfig& config) {
                         engine::specialization::SpecializationOptions::from_compute_unit(
                             config.compute_unit, config.expect_frequent_reshapes));
   settings.compile.num_threads = config.num_threads;
+  settings.compile.winograd = config.winograd;
   return settings;
 }
 
@@ -402,6 +405,10 @@ std::vector<runtime::OptionSpec> KilnBackend::option_specs() const {
        {},
        1,
        kMaxThreads},
+      {std::string(kWinogradKey),
+       OptionType::Bool,
+       "3x3 stride-1 Convs on Winograd kernels: faster, more rounding (default true)",
+       {}},
   };
 }
 

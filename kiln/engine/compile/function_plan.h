@@ -119,6 +119,13 @@ runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl);
 /// such step yet, a reference step, or a plain result). For `cpu::OpDesc::input_layouts`.
 std::string producer_layout(const CompiledFunctionImpl& impl, int value);
 
+/// Whether a function with these resolved `slots` has a Conv that oneDNN can run on a Winograd
+/// kernel (2-D, 3x3, stride 1, no dilation or groups, constant weights, channels in multiples
+/// of 16): then its Convs are built in `cpu::ActivationLayout::Blocked` with
+/// `cpu::OpDesc::winograd` (see `CompileOptions::winograd`). `skipped` marks folded nodes.
+bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
+                       const std::vector<bool>& skipped);
+
 /// The model's weights as tensors over their bytes (`options.weight_data` when given, else each
 /// weight's own data). Errors: InvalidArgument naming a weight whose byte count does not match
 /// its dtype and sizes, or a `weight_data` of the wrong length.

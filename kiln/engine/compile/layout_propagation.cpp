@@ -1,8 +1,10 @@
-// Layout propagation between oneDNN steps (see propagate_layouts in function_plan.h).
+// Layout propagation between oneDNN steps (see propagate_layouts in function_plan.h), and the
+// choice of blocked Conv layouts for Winograd (has_winograd_conv).
 
 #include <kiln/engine/compile/function_plan.h>
 
 #include <algorithm>
+#include <variant>
 
 namespace kiln::engine::compile {
 
@@ -24,6 +26,47 @@ std::string producer_layout(const CompiledFunctionImpl& impl, int value) {
     return native ? native->id : std::string();
   }
   return std::string();
+}
+
+namespace {
+
+std::vector<int64_t> ints_or(const ir::Node& node, const char* name,
+                             std::vector<int64_t> fallback) {
+  const ir::Attribute* a = node.attribute(name);
+  const auto* v = a ? std::get_if<std::vector<int64_t>>(&a->value) : nullptr;
+  return v ? *v : fallback;
+}
+
+bool winograd_shape(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots) {
+  if (node.op != "Conv" || !node.domain.empty() || node.inputs.size() < 2 || node.inputs[0] < 0 ||
+      node.inputs[1] < 0) {
+    return false;
+  }
+  const Slot& x = *slots[static_cast<size_t>(node.inputs[0])];
+  const Slot& w = *slots[static_cast<size_t>(node.inputs[1])];
+  if (!x.sizes || !w.sizes || w.kind != Slot::Kind::Constant || x.sizes->size() != 4 ||
+      *w.sizes != std::vector<int64_t>{(*w.sizes)[0], (*x.sizes)[1], 3, 3}) {
+    return false;
+  }
+  const ir::Attribute* group = node.attribute("group");
+  const auto* g = group ? std::get_if<int64_t>(&group->value) : nullptr;
+  auto ones = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t i) { return i == 1; });
+  };
+  constexpr int64_t kBlock = 16;
+  return (g == nullptr || *g == 1) && ones(ints_or(node, "strides", {})) &&
+         ones(ints_or(node, "dilations", {})) && (*x.sizes)[1] % kBlock == 0 &&
+         (*w.sizes)[0] % kBlock == 0;
+}
+
+}  // namespace
+
+bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
+                       const std::vector<bool>& skipped) {
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (!skipped[n] && winograd_shape(graph.nodes[n], slots)) return true;
+  }
+  return false;
 }
 
 runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl) {

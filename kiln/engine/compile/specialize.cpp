@@ -52,6 +52,7 @@ class Builder {
       if (!folded_[n]) probe_shapes(graph_.nodes[n]);
     }
     count_uses();
+    blocked_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);
     absorbed_.assign(graph_.nodes.size(), false);
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (folded_[n] || absorbed_[n]) continue;
@@ -284,6 +285,7 @@ class Builder {
   const CompileOptions& options_;
   std::unique_ptr<CompiledFunctionImpl> impl_;
   std::vector<bool> folded_, absorbed_;
+  bool blocked_convs_ = false;  ///< Convs in ActivationLayout::Blocked, with Winograd.
   std::vector<int> num_uses_, consumer_, producer_;
 };
 
@@ -295,6 +297,10 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   desc.attributes = node.attributes;
   desc.num_threads = options_.num_threads;
   desc.packed = options_.packed.get();
+  if (node.op == "Conv" && blocked_convs_) {
+    desc.activation_layout = cpu::ActivationLayout::Blocked;
+    desc.winograd = true;
+  }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);
   if (group != nullptr && group->bias) {

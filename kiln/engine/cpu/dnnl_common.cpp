@@ -191,7 +191,9 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
 
 std::string layout_bytes(const dnnl::memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked) return std::string();
+  if (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_wino) {
+    return std::string();
+  }
   std::string out;
   auto put = [&out](const auto& value) {
     out.append(reinterpret_cast<const char*>(&value), sizeof(value));
@@ -199,6 +201,22 @@ std::string layout_bytes(const dnnl::memory::desc& md) {
   auto put_dims = [&](const dnnl_dims_t& dims) {
     for (int i = 0; i < d.ndims; ++i) put(dims[i]);
   };
+  if (d.format_kind == dnnl_format_kind_wino) {
+    // Winograd weights (packed constants only; the tag keeps them apart from blocked layouts,
+    // which layout_from_bytes decodes).
+    out = "wino";
+    put(d.ndims);
+    put_dims(d.dims);
+    put(static_cast<int32_t>(d.data_type));
+    const dnnl_wino_desc_t& w = d.format_desc.wino_desc;
+    put(static_cast<int32_t>(w.wino_format));
+    for (int v : {w.r, w.alpha, w.ic, w.oc, w.ic_block, w.oc_block, w.ic2_block, w.oc2_block}) {
+      put(v);
+    }
+    put(w.adj_scale);
+    put(static_cast<uint64_t>(w.size));
+    return out;
+  }
   put(d.ndims);
   put_dims(d.dims);
   put(static_cast<int32_t>(d.data_type));

@@ -77,7 +77,7 @@ int num_residuals(const OpDesc& desc);
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 
 /// The fields of `md` that define a layout, as bytes (equal bytes: equal layouts); empty for
-/// a format kind other than blocked (such layouts are not shared).
+/// a format kind other than blocked or Winograd weights (such layouts are not shared).
 std::string layout_bytes(const dnnl::memory::desc& md);
 
 /// Memory in layout `target` holding the constant input `input`, `source` (in layout `source_md`),

@@ -33,6 +33,35 @@ std::optional<dnnl::memory::desc> same_order(const dnnl::memory::desc& like,
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+// Whether inputs in layouts `want` are, in order, contiguous pieces of the result in layout
+// `made`: every dimension before `axis` is 1, `axis` is the outermost dimension of the layout
+// and is split into blocks (if at all) that divide every input's extent along it, and nothing
+// is padded (e.g. nChw16c of one image, concatenated along channels of multiples of 16).
+bool contiguous_pieces(const std::vector<dnnl::memory::desc>& want, const dnnl::memory::desc& made,
+                       int64_t axis) {
+  std::vector<dnnl::memory::desc> all = want;
+  all.push_back(made);
+  for (const dnnl::memory::desc& md : all) {
+    const dnnl_memory_desc_t& d = md.data;
+    if (d.format_kind != dnnl_blocked || format_of(md) != format_of(made) || d.offset0 != 0) {
+      return false;
+    }
+    const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+    int64_t numel = 1;
+    for (int i = 0; i < d.ndims; ++i) {
+      numel *= d.dims[i];
+      if (i < axis && d.dims[i] != 1) return false;
+      if (i != axis && d.dims[i] > 1 && b.strides[i] > b.strides[axis]) return false;
+      if (d.padded_dims[i] != d.dims[i]) return false;
+    }
+    for (int k = 0; k < b.inner_nblks; ++k) {
+      if (b.inner_idxs[k] != axis || d.dims[axis] % b.inner_blks[k] != 0) return false;
+    }
+    if (md.get_size() != static_cast<size_t>(numel) * sizeof(float)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
@@ -116,6 +145,7 @@ Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
     op->bind_input(i, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), plain[i], want[i]);
   }
   op->bind_output(DNNL_ARG_DST, y_md, pd.dst_desc());
+  if (any_hint && contiguous_pieces(want, pd.dst_desc(), axis)) op->copy_inputs_in_order();
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 

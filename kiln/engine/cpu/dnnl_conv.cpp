@@ -1,10 +1,15 @@
 // 1-D, 2-D and 3-D Conv on oneDNN's convolution primitive: groups (depthwise too), strides,
 // dilations, pads, bias, eltwise post-ops and one residual sum. Weights are packed once at
 // creation; with ActivationLayout::Preferred the activations use the layout oneDNN picks
-// (blocked nChw16c on AVX-512), staged as `ConvLikeOp` does.
+// (blocked nChw16c on AVX-512), staged as `ConvLikeOp` does; with ActivationLayout::Blocked,
+// nChw16c and (OpDesc::winograd) Winograd kernels for 3x3 stride-1 Convs.
 
 #include <kiln/engine/cpu/dnnl_conv_like.h>
 #include <kiln/kernels/nn_conv_ops.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -63,6 +68,56 @@ Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, memory::dims& str
   return shape;
 }
 
+struct Geometry {
+  const memory::dims& strides;
+  const memory::dims& dilations;
+  const memory::dims& pad_begin;
+  const memory::dims& pad_end;
+};
+
+bool all_equal(const memory::dims& dims, int64_t value) {
+  return std::all_of(dims.begin(), dims.end(), [value](int64_t d) { return d == value; });
+}
+
+// The primitive of a 2-D Conv in ActivationLayout::Blocked (Winograd when asked and eligible),
+// or nullopt when oneDNN has no optimized kernel for it (the caller falls back to Preferred).
+template <typename MakePd>
+std::optional<dnnl::convolution_forward::primitive_desc> blocked_pd(
+    const OpDesc& desc, const memory::desc& x_plain, const memory::desc& y_plain,
+    const std::vector<int64_t>& w, const Geometry& geometry, int64_t group, MakePd make_pd) {
+  const memory::dims x = x_plain.dims(), y = y_plain.dims();
+  constexpr int64_t kBlock = 16;
+  if (x.size() != 4) return std::nullopt;
+  auto blocked = [](const memory::dims& dims) {
+    return memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
+  };
+  // An image of a few channels is read plain (oneDNN's first-layer kernels take it so); other
+  // channel counts are padded to whole blocks.
+  memory::desc x_md = x[1] >= kBlock ? blocked(x) : x_plain;
+  memory::desc y_md = blocked(y);
+  auto implemented = [](const dnnl::convolution_forward::primitive_desc& pd, const char* name) {
+    return std::string(pd.impl_info_str()).find(name) != std::string::npos;
+  };
+  bool winograd_shape = desc.winograd && group == 1 && w[2] == 3 && w[3] == 3 &&
+                        x[1] % kBlock == 0 && all_equal(geometry.strides, 1) &&
+                        all_equal(geometry.dilations, 0);
+  if (winograd_shape) {
+    try {
+      auto pd = make_pd(dnnl::algorithm::convolution_winograd, x_md, y_md);
+      if (implemented(pd, "wino")) return pd;
+    } catch (const dnnl::error&) {
+      // No Winograd kernel for these shapes or this CPU: the direct one below.
+    }
+  }
+  try {
+    auto pd = make_pd(dnnl::algorithm::convolution_direct, x_md, y_md);
+    if (!implemented(pd, "ref")) return pd;
+  } catch (const dnnl::error&) {
+    // Not in this layout: the caller's Preferred one.
+  }
+  return std::nullopt;
+}
+
 Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   auto op = std::make_unique<ConvOp>();
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
@@ -90,7 +145,7 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   memory::desc x_plain = plain_md(desc.inputs[0].sizes);
   memory::desc y_plain = plain_md(out);
   memory::desc w_plain = plain_md(std::vector<int64_t>(w_dims.begin(), w_dims.end()));
-  bool preferred = desc.activation_layout == ActivationLayout::Preferred;
+  bool preferred = desc.activation_layout != ActivationLayout::Plain;
   auto any = [](const memory::dims& dims) {
     return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
   };
@@ -114,14 +169,22 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   dnnl::post_ops ops;
   KILN_RETURN_IF_ERROR(append_post_ops(desc, y_md, true, ops).status());
   attr.set_post_ops(ops);
-  auto kind = dnnl::prop_kind::forward_inference;
-  auto alg = dnnl::algorithm::convolution_direct;
-  auto conv_desc = has_bias
-                       ? dnnl::convolution_forward::desc(kind, alg, x_md, any(w_dims), b_md, y_md,
-                                                         strides, dilations, pad_begin, pad_end)
-                       : dnnl::convolution_forward::desc(kind, alg, x_md, any(w_dims), y_md,
-                                                         strides, dilations, pad_begin, pad_end);
-  dnnl::convolution_forward::primitive_desc pd(conv_desc, attr, cpu_engine());
+  Geometry geometry{strides, dilations, pad_begin, pad_end};
+  auto make_pd = [&](dnnl::algorithm alg, const memory::desc& x, const memory::desc& y) {
+    auto kind = dnnl::prop_kind::forward_inference;
+    auto conv_desc =
+        has_bias ? dnnl::convolution_forward::desc(kind, alg, x, any(w_dims), b_md, y, strides,
+                                                   dilations, pad_begin, pad_end)
+                 : dnnl::convolution_forward::desc(kind, alg, x, any(w_dims), y, strides,
+                                                   dilations, pad_begin, pad_end);
+    return dnnl::convolution_forward::primitive_desc(conv_desc, attr, cpu_engine());
+  };
+  std::optional<dnnl::convolution_forward::primitive_desc> blocked;
+  if (desc.activation_layout == ActivationLayout::Blocked) {
+    blocked = blocked_pd(desc, x_plain, y_plain, w, geometry, group, make_pd);
+  }
+  dnnl::convolution_forward::primitive_desc pd =
+      blocked ? std::move(*blocked) : make_pd(dnnl::algorithm::convolution_direct, x_md, y_md);
   op->primitive_ = dnnl::convolution_forward(pd);
   op->describe_ = describe_pd(pd) + " src:" + format_of(pd.src_desc()) +
                   " wei:" + format_of(pd.weights_desc()) + " dst:" + format_of(pd.dst_desc());

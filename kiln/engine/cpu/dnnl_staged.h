@@ -26,6 +26,14 @@ class StagedOp final : public DnnlOp {
   /// The output (plain layout `plain`) is argument `arg`, written in layout `made`.
   void bind_output(int arg, const dnnl::memory::desc& plain, const dnnl::memory::desc& made);
 
+  /// From now on, `run` copies the inputs' bytes (in their bound layouts) one after another
+  /// into the output instead of running the primitive: for a Concat whose inputs are
+  /// contiguous slices of the output's layout (oneDNN's concat copies such slices in small
+  /// pieces, several times slower than one copy each).
+  void copy_inputs_in_order() {
+    copy_inputs_ = true;
+    describe_ += " (pieces copied)";
+  }
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override;
   std::optional<NativeLayout> native_input_layout(size_t index) const override;
@@ -44,6 +52,7 @@ class StagedOp final : public DnnlOp {
   dnnl::primitive primitive_;
   std::vector<Binding> inputs_;
   std::optional<Binding> output_;
+  bool copy_inputs_ = false;
 };
 
 /// The memory descriptor `layout_bytes` encoded, when `bytes` is one of dims `dims`; nullopt

@@ -212,7 +212,8 @@ cache::CacheKey make_cache_key(uint64_t model_hash, const std::vector<StaticFunc
     key.input_shapes.push_back(f.sizes);
   }
   key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
-                       (compile.propagate_layouts ? "" : ";layouts=0");
+                       (compile.propagate_layouts ? "" : ";layouts=0") +
+                       (compile.winograd ? "" : ";winograd=0");
   key.engine_version = engine_version();
   key.cpu_features = specialization::cpu_features();
   return key;

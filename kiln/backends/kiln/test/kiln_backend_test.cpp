@@ -45,7 +45,7 @@ TEST(KilnBackend, IsRegisteredWithItsOptions) {
   for (const auto& spec : backend->option_specs()) keys.push_back(spec.key);
   EXPECT_THAT(keys, ::testing::UnorderedElementsAre("compute_unit", "expect_frequent_reshapes",
                                                     "share_multifunction_model", "cache_dir",
-                                                    "num_threads"));
+                                                    "num_threads", "winograd"));
 }
 
 TEST(KilnBackend, StaticModelMatchesReferenceKernels) {
