@@ -130,6 +130,30 @@ TEST(Specialize, PoolingAndConcatKeepNativeLayouts) {
   expect_close(a[0].tensor, b[0].tensor);
 }
 
+// Winograd on (the default) and off both match the reference interpreter, on a residual chain
+// and on pooling and Concat between Convs. Where oneDNN has Winograd kernels (AVX-512), the
+// 3x3 Convs report one and the Concat of their blocked results copies whole pieces.
+TEST(Specialize, WinogradConvsMatchReferenceOnAndOff) {
+  for (bool winograd : {true, false}) {
+    SCOPED_TRACE(winograd ? "winograd" : "direct");
+    CompileOptions options;
+    options.winograd = winograd;
+    auto chain = check_against_reference(conv_chain_model(), {{1, 16, 12, 12}}, options);
+    auto concat = check_against_reference(conv_pool_concat_model(), {{1, 16, 12, 12}}, options);
+    ASSERT_NE(chain, nullptr);
+    ASSERT_NE(concat, nullptr);
+    const auto& steps = concat->placement();
+    ASSERT_EQ(steps.size(), 6u);
+    bool wino = steps[2].detail.find("wino") != std::string::npos;
+    if (!winograd) {
+      EXPECT_FALSE(wino) << steps[2].detail;
+    }
+    if (wino) {
+      EXPECT_NE(steps[4].detail.find("pieces copied"), std::string::npos) << steps[4].detail;
+    }
+  }
+}
+
 TEST(Specialize, MatMulBiasGeluFuses) {
   ModelBuilder b(4);
   int x = b.input("x", {ir::Dim::symbol("batch"), 16});
