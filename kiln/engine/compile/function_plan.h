@@ -119,9 +119,15 @@ runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl);
 /// such step yet, a reference step, or a plain result). For `cpu::OpDesc::input_layouts`.
 std::string producer_layout(const CompiledFunctionImpl& impl, int value);
 
-/// Whether a function with these resolved `slots` has a Conv that oneDNN can run on a Winograd
-/// kernel (2-D, 3x3, stride 1, no dilation or groups, constant weights, channels in multiples
-/// of 16): then its Convs are built in `cpu::ActivationLayout::Blocked` with
+/// Whether a node is a Conv worth a Winograd kernel: Yes for a 2-D 3x3 Conv of stride 1, no
+/// dilation or groups, a constant weight and channels in multiples of 16; TooLarge for such a
+/// Conv whose weight has more than 2^20 elements (its transform at load costs more than the
+/// kernel gains), which stays in `cpu::ActivationLayout::Preferred`; No otherwise.
+enum class WinogradFit { No, Yes, TooLarge };
+WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots);
+
+/// Whether a function with these resolved `slots` has a Conv that fits Winograd (Yes above):
+/// then its Convs but the TooLarge ones are built in `cpu::ActivationLayout::Blocked` with
 /// `cpu::OpDesc::winograd` (see `CompileOptions::winograd`). `skipped` marks folded nodes.
 bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
                        const std::vector<bool>& skipped);

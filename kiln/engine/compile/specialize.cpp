@@ -297,7 +297,8 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   desc.attributes = node.attributes;
   desc.num_threads = options_.num_threads;
   desc.packed = options_.packed.get();
-  if (node.op == "Conv" && blocked_convs_) {
+  if (node.op == "Conv" && blocked_convs_ &&
+      winograd_fit(node, impl_->slots) != WinogradFit::TooLarge) {
     desc.activation_layout = cpu::ActivationLayout::Blocked;
     desc.winograd = true;
   }

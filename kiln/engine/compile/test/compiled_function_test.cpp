@@ -154,6 +154,25 @@ TEST(Specialize, WinogradConvsMatchReferenceOnAndOff) {
   }
 }
 
+// A 3x3 Conv whose weight is too large to transform at load (384x384x3x3) stays direct in
+// the layout oneDNN prefers, beside a small one on Winograd; results match the reference.
+TEST(Specialize, LargeWeightsStayOffWinograd) {
+  ModelBuilder b(9);
+  int x = b.input("x", {1, 16, 4, 4});
+  std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
+  int w1 = b.weight("w1", {384, 16, 3, 3}, 0.2f), w2 = b.weight("w2", {384, 384, 3, 3}, 0.05f);
+  int c1 = b.value("c1", {1, 384, 4, 4}), y = b.value("y", {1, 384, 4, 4});
+  b.node("Conv", {x, w1}, {c1}, conv);
+  b.node("Conv", {c1, w2}, {y}, conv);
+  b.output(y);
+  auto f = check_against_reference(b.build(), {{1, 16, 4, 4}}, CompileOptions{});
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->placement().size(), 2u);
+  const std::string& large = f->placement()[1].detail;
+  EXPECT_EQ(large.find("wino"), std::string::npos) << large;
+  EXPECT_EQ(large.find("src:aBcd16b"), std::string::npos) << large;
+}
+
 TEST(Specialize, MatMulBiasGeluFuses) {
   ModelBuilder b(4);
   int x = b.input("x", {ir::Dim::symbol("batch"), 16});
