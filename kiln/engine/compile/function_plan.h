@@ -115,6 +115,20 @@ struct FusionContext {
 /// ops report are used).
 runtime::Result<size_t> propagate_layouts(CompiledFunctionImpl& impl);
 
+/// A value placed inside another's storage: `slot` lives `offset` bytes into `within`.
+struct Alias {
+  int slot = -1;
+  int within = -1;
+  uint64_t offset = 0;
+};
+
+/// Inputs of steps that only copy their inputs into their result
+/// (`cpu::CpuOp::input_offsets_in_output`, e.g. a Concat of blocked pieces) that no other step
+/// reads and that an earlier step writes: each is placed at its offset in the result, so its
+/// producer writes it there and the copy is skipped. A result holding others is never placed
+/// in another. Call after `propagate_layouts` (offsets exist only in native layouts).
+std::vector<Alias> concat_aliases(const CompiledFunctionImpl& impl);
+
 /// The native layout id in which the oneDNN step producing `value` computes it, or "" (no
 /// such step yet, a reference step, or a plain result). For `cpu::OpDesc::input_layouts`.
 std::string producer_layout(const CompiledFunctionImpl& impl, int value);

@@ -420,6 +420,13 @@ Status Builder::plan_memory() {
     }
   }
   for (int v : impl_->outputs) last[v] = num_steps;
+  // A Concat input placed in the Concat's result: the result lives from the input's producer.
+  std::vector<Alias> aliases = concat_aliases(*impl_);
+  std::vector<bool> aliased(impl_->slots.size(), false);
+  for (const Alias& a : aliases) {
+    aliased[a.slot] = true;
+    first[a.within] = std::min(first[a.within], first[a.slot]);
+  }
   std::vector<plan::Lifetime> lifetimes;
   std::vector<int> planned;
   for (size_t v = 0; v < impl_->slots.size(); ++v) {
@@ -434,8 +441,9 @@ Status Builder::plan_memory() {
       impl_->is_static = false;
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(*s.sizes));
     s.kind = Slot::Kind::Planned;
+    if (aliased[v]) continue;
+    KILN_ASSIGN_OR_RETURN(int64_t numel, runtime::checked_numel(*s.sizes));
     uint64_t bytes = static_cast<uint64_t>(numel) * runtime::element_size(s.dtype);
     lifetimes.push_back(
         plan::Lifetime{first[v], std::max(first[v], last[v]), std::max(bytes, s.native_bytes)});
@@ -450,6 +458,11 @@ Status Builder::plan_memory() {
   for (size_t k = 0; k < planned.size(); ++k) {
     Slot& s = slot(planned[k]);
     s.offset = memory.offsets[k];
+    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
+  }
+  for (const Alias& a : aliases) {
+    Slot& s = slot(a.slot);
+    s.offset = slot(a.within).offset + a.offset;
     s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
   }
   // Slot tensors are final: point the oneDNN steps at them.

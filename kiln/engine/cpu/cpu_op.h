@@ -151,6 +151,13 @@ class CpuOp {
   virtual std::optional<NativeLayout> native_output_layout(size_t /*index*/) const {
     return std::nullopt;
   }
+  /// When the op only copies its inputs, whole and in their current layouts, into its output
+  /// (a Concat of contiguous pieces), the byte offset of each input within the output: a
+  /// caller may then place each input there, and the op skips the copy of an input found in
+  /// place. nullopt otherwise (the default).
+  virtual std::optional<std::vector<uint64_t>> input_offsets_in_output() const {
+    return std::nullopt;
+  }
   /// From now on, input `index` is given in `native_input_layout(index)` (no conversion), and
   /// its tensor's data is that layout's bytes. Layout propagation (engine/compile) uses it
   /// between ops that agree on a layout. Errors: NotSupported when the op has no such layout.

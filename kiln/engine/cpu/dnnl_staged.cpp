@@ -159,7 +159,7 @@ Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
     for (const Binding& b : inputs_) {
       const dnnl::memory& from = args_[b.arg];
       size_t bytes = from.get_desc().get_size();
-      std::memcpy(to, from.get_data_handle(), bytes);
+      if (from.get_data_handle() != to) std::memcpy(to, from.get_data_handle(), bytes);
       to += bytes;
     }
   } else {
@@ -170,6 +170,18 @@ Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
         output_->reorder, {{DNNL_ARG_FROM, *output_->internal}, {DNNL_ARG_TO, output_->plain}}));
   }
   return Status();
+}
+
+std::optional<std::vector<uint64_t>> StagedOp::input_offsets_in_output() const {
+  if (!copy_inputs_ || !output_ || output_->internal) return std::nullopt;
+  std::vector<uint64_t> offsets;
+  uint64_t at = 0;
+  for (const Binding& b : inputs_) {
+    if (b.internal || b.index != offsets.size()) return std::nullopt;
+    offsets.push_back(at);
+    at += b.plain.get_desc().get_size();
+  }
+  return offsets;
 }
 
 std::optional<CpuOp::NativeLayout> StagedOp::native_input_layout(size_t index) const {

@@ -27,7 +27,8 @@ class StagedOp final : public DnnlOp {
   void bind_output(int arg, const dnnl::memory::desc& plain, const dnnl::memory::desc& made);
 
   /// From now on, `run` copies the inputs' bytes (in their bound layouts) one after another
-  /// into the output instead of running the primitive: for a Concat whose inputs are
+  /// into the output (skipping an input already in place) instead of running the primitive:
+  /// for a Concat whose inputs are
   /// contiguous slices of the output's layout (oneDNN's concat copies such slices in small
   /// pieces, several times slower than one copy each).
   void copy_inputs_in_order() {
@@ -36,6 +37,8 @@ class StagedOp final : public DnnlOp {
   }
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override;
+  /// With `copy_inputs_in_order` and no input or output converted: the inputs' offsets.
+  std::optional<std::vector<uint64_t>> input_offsets_in_output() const override;
   std::optional<NativeLayout> native_input_layout(size_t index) const override;
   std::optional<NativeLayout> native_output_layout(size_t index) const override;
   Status use_native_input(size_t index) override;
