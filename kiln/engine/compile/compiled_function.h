@@ -38,6 +38,13 @@ struct CompileOptions {
   /// weights hold no data (a `package::PackageView`'s model). Empty: each weight's own `data`.
   /// The bytes are referenced, not copied: they must outlive the compiled function.
   std::vector<runtime::Span<const uint8_t>> weight_data;
+  /// For `weight_data` not yet checked against the weights' content hashes (a package opened
+  /// with `WeightCheck::OnFirstUse`): called with a weight's index before its bytes are first
+  /// read; an error fails the specialization. A weight that a oneDNN op only packs (Conv,
+  /// MatMul and Gemm weights) is checked when it is packed, so one whose packing is already
+  /// held (adopted from a compiled artifact) is never read. Must be safe from several threads.
+  /// Empty: the bytes are trusted.
+  std::function<runtime::Status(size_t weight)> verify_weight;
   /// Where oneDNN ops pack constant weights: one store shared by every function and shape of a
   /// loaded model, so each weight is packed once (and can come from a compiled artifact). Kept
   /// alive by the compiled function. Null: each op packs its own copy.

@@ -9,6 +9,7 @@
 #include <kiln/runtime/core/tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,10 @@ struct OpDesc {
   /// Where constant weights are packed (shared with other ops, or adopted from a compiled
   /// artifact); must outlive the op. Null: the op packs into storage of its own.
   PackedConstants* packed = nullptr;
+  /// When set, called with an input index before the bytes of that constant are read to pack
+  /// them (`pack_constant`); an error fails the creation. The caller checks every other
+  /// constant before `create`. Empty: the constants' bytes are trusted.
+  std::function<runtime::Status(size_t input)> verify_constant;
 };
 
 /// The intra-op threads `desc`'s op runs with: `desc.num_threads`, or 1 when its estimated

@@ -221,6 +221,10 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
                                    const dnnl::memory::desc& source_md, const void* source,
                                    const dnnl::memory::desc& target) {
   auto reorder_into = [&](void* data) -> Status {
+    if (desc.verify_constant) {
+      Status verified = desc.verify_constant(input);
+      if (!verified.ok()) return verified.with_context("create op '" + desc.op + "'");
+    }
     try {
       dnnl::memory from = wrap(source_md, source);
       dnnl::memory to(target, cpu_engine(), data);
