@@ -187,7 +187,6 @@ class Builder {
     auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
     auto dtype_of = [&](int v) { return slot(v).dtype; };
     if (!unresolved || !shape_is_data_independent(node, is_constant, dtype_of)) return;
-    if (!verify_inputs(node).ok()) return;  // placing the node reports it
     // The common ops' shapes follow from their inputs' by a rule: no kernel run needed.
     std::vector<std::optional<std::vector<int64_t>>> input_sizes;
     for (int input : node.inputs) {
@@ -199,6 +198,7 @@ class Builder {
       }
       return;
     }
+    if (!verify_inputs(node).ok()) return;  // placing the node reports it
     std::vector<std::unique_ptr<Slot>> saved;
     std::vector<int> inputs;
     for (int input : node.inputs) {
