@@ -3,10 +3,12 @@
 // with sharing on peaks at <= 1.15 x one copy of the weights + activations), against two
 // separate ONNX Runtime sessions in the same run.
 //
-//   node bench/memory_bench.mjs --models DIR [--kiln PATH] [--runs N]
+//   node bench/memory_bench.mjs --models DIR [--gpt gpt|gpt_large] [--kiln PATH] [--runs N]
 //
-// Exports gpt_prefill.onnx (method prefill, seq enumerated at the benchmark case's length) and
-// gpt_decode.onnx (method decode, past enumerated likewise) into one --multifunction program,
+// Exports GPT_prefill.onnx (method prefill, seq enumerated at the benchmark case's length) and
+// GPT_decode.onnx (method decode, past enumerated likewise; GPT is --gpt, default gpt: the small
+// model of the speed rows; gpt_large has about 110 MB of weights, which outweigh the fixed
+// memory of a runtime) into one --multifunction program,
 // fills a fresh cache, then runs N fresh processes of each setup, each loading both methods and
 // running each once on the benchmark inputs:
 //   kiln, sharing on  | kiln, sharing off | ORT, two sessions
@@ -31,13 +33,16 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const args = { models: '', kiln: path.join(ROOT, 'build/release/tools/kiln/kiln'), runs: 5 };
+  const args = {
+    models: '', kiln: path.join(ROOT, 'build/release/tools/kiln/kiln'), runs: 5, gpt: 'gpt',
+  };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (value === undefined) fail(`${flag} needs a value`);
     if (flag === '--models') args.models = value;
     else if (flag === '--kiln') args.kiln = value;
     else if (flag === '--runs') args.runs = Number(value);
+    else if (flag === '--gpt') args.gpt = value;
     else fail(`unknown argument '${flag}'`);
   }
   if (!args.models) fail('--models DIR is required');
@@ -63,9 +68,12 @@ const median = (values) => {
 // The inputs of each model's first (benchmark) case, written as .npy files.
 function writeInputs(manifest, args, work) {
   const methods = {};
-  for (const [method, model] of [['prefill', 'gpt_prefill'], ['decode', 'gpt_decode']]) {
+  for (const [method, model] of [['prefill', `${args.gpt}_prefill`],
+                                 ['decode', `${args.gpt}_decode`]]) {
     const entry = manifest.models[model];
-    if (!entry) fail(`${args.models}/models.json has no ${model} (run bench/compare.sh)`);
+    if (!entry) {
+      fail(`${args.models}/models.json has no ${model} (run bench/compare.sh --only ${model})`);
+    }
     const kase = entry.cases[0];
     const inputs = caseInputs(manifest, args.models, model, kase).map(({ name, spec, data }) => {
       const file = path.join(work, `${method}.${name}.npy`);
@@ -83,7 +91,9 @@ function kilnPeak(args, program, methods, share, cache) {
     flags.push('--method', method);
     for (const input of inputs) flags.push('--input', `${method}:${input.name}=${input.file}`);
   }
-  flags.push('--option', `KilnBackend.share_multifunction_model=${share}`, '--max-values', '1');
+  // One thread, as the ONNX Runtime side.
+  flags.push('--option', `KilnBackend.share_multifunction_model=${share}`,
+             '--option', 'KilnBackend.num_threads=1', '--max-values', '1');
   const out = run(args.kiln, flags, { KILN_CACHE_DIR: cache });
   const match = out.match(/memory {2}peak RSS ([0-9.]+) MiB, ([0-9.]+) MiB above/);
   if (!match) fail(`kiln run printed no memory line:\n${out}`);
@@ -127,7 +137,7 @@ function main() {
     const m = (list, key) => median(list.map((x) => x[key]));
     const ort = m(rows.ort, 'growth');
     const fmt = (x) => x.toFixed(1);
-    console.log(`GPT prefill (seq ${seq}) + decode (past ${past}), one process each, ` +
+    console.log(`${args.gpt} prefill (seq ${seq}) + decode (past ${past}), one process each, ` +
                 `median of ${args.runs}; weights (one copy, the shared package): ` +
                 `${fmt(weightsMiB)} MiB; program ${fmt(statSync(program).size / (1 << 20))} MiB\n`);
     console.log('| setup | peak RSS (MiB) | growth over start (MiB) | growth / ORT | growth / weights |');
