@@ -57,6 +57,10 @@ struct CompileOptions {
   bool store_in_background = false;
 };
 
+/// Bytes of the activation arenas and shared scratchpads of every compiled function alive in
+/// the process (for memory reports: with the weights, what a loaded model holds).
+uint64_t live_activation_bytes();
+
 /// Where one step of a compiled function runs.
 struct PlacementEntry {
   std::string node;                ///< The node's name (the first node of a fused group).
@@ -100,6 +104,8 @@ class CompiledFunction {
   const std::vector<PlacementEntry>& placement() const;
   /// Bytes of the activation arena (allocated once at `specialize`).
   uint64_t arena_bytes() const;
+  /// Bytes of the scratch memory the oneDNN steps share (the largest any of them needs).
+  uint64_t scratchpad_bytes() const;
   /// True when every value's shape was resolved at compile time (a fully static plan).
   bool is_static() const;
   /// How many times run-time storage of data-dependent values grew (0 for a static plan).

@@ -500,6 +500,20 @@ Status Builder::plan_memory() {
     s.offset = memory.offsets[k];
     s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
   }
+  // One scratchpad for every oneDNN step: the steps run one at a time.
+  for (const Step& step : impl_->steps) {
+    if (step.cpu_op != nullptr) {
+      impl_->scratchpad_bytes = std::max(impl_->scratchpad_bytes, step.cpu_op->scratchpad_bytes());
+    }
+  }
+  if (impl_->scratchpad_bytes > 0) {
+    KILN_ASSIGN_OR_RETURN(impl_->scratchpad, runtime::allocate_bulk(impl_->scratchpad_bytes));
+    for (Step& step : impl_->steps) {
+      if (step.cpu_op != nullptr && step.cpu_op->scratchpad_bytes() > 0) {
+        step.cpu_op->use_scratchpad(impl_->scratchpad.get());
+      }
+    }
+  }
   // Slot tensors are final: point the oneDNN steps at them.
   for (Step& step : impl_->steps) {
     if (step.cpu_op == nullptr) continue;

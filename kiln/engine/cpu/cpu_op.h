@@ -129,6 +129,15 @@ class CpuOp {
   /// src:nChw16c wei:OIhw16i16o".
   virtual std::string describe() const = 0;
 
+  /// Bytes of scratch memory the op uses while it runs and can take from storage shared with
+  /// other ops (`use_scratchpad`); 0 when it needs none or keeps its own (e.g. it runs parts
+  /// side by side).
+  virtual uint64_t scratchpad_bytes() const { return 0; }
+  /// From now on the op uses `data` (at least `scratchpad_bytes()` bytes, 64-byte aligned,
+  /// valid while the op lives) as its scratch memory and releases its own. The caller never
+  /// runs two ops sharing `data` at once (the steps of a compiled function run one by one).
+  virtual void use_scratchpad(void* /*data*/) {}
+
   /// A provider's own layout of a tensor (e.g. oneDNN's blocked nChw16c): equal `id`s are
   /// the same layout; `bytes` is the storage it needs (padding included, so it may exceed the
   /// plain size).

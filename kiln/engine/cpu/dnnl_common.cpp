@@ -264,6 +264,16 @@ void DnnlOp::hold_scratchpad(const dnnl::primitive_desc_base& pd) {
   args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
 }
 
+uint64_t DnnlOp::scratchpad_bytes() const {
+  return scratchpad_ ? scratchpad_.get_desc().get_size() : 0;
+}
+
+void DnnlOp::use_scratchpad(void* data) {
+  if (!scratchpad_ || scratchpad_.get_desc().get_size() == 0) return;
+  scratchpad_ = dnnl::memory(scratchpad_.get_desc(), cpu_engine(), data);
+  args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+}
+
 Status DnnlOp::execute(const dnnl::primitive& primitive,
                        const std::unordered_map<int, dnnl::memory>& args) {
   ThreadScope threads(num_threads_);
