@@ -14,8 +14,8 @@
 //   kiln, sharing on  | kiln, sharing off | ORT, two sessions
 // and reports the median growth of the peak RSS over the RSS before anything was loaded
 // (`kiln run`'s "memory" line; process.resourceUsage().maxRSS for ORT), beside the weight
-// bytes of one copy (the shared package's size) and the activations (`kiln run`'s arenas and
-// input and output tensors). Prints a Markdown table.
+// bytes of one copy (the shared package's size) and the activations (`kiln run`'s planned
+// memory, arenas, scratchpads and input and output tensors). Prints a Markdown table.
 
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -142,8 +142,9 @@ function main() {
     const m = (list, key) => median(list.map((x) => x[key]));
     const ort = m(rows.ort, 'growth');
     const fmt = (x) => x.toFixed(1);
-    // Activations: the compiled functions' arenas plus the methods' input and output tensors,
-    // as kiln run reports them with sharing on (the same model and inputs for every row).
+    // Activations: the methods' planned memory, the compiled functions' arenas and scratchpads,
+    // and the methods' input and output tensors, as kiln run reports them with sharing on (the
+    // same model and inputs for every row).
     const activations = m(rows.on, 'activations');
     const base = weightsMiB + activations;
     console.log(`${args.gpt} prefill (seq ${seq}) + decode (past ${past}), one process each, ` +
