@@ -3,16 +3,19 @@
 // with sharing on peaks at <= 1.15 x one copy of the weights + activations), against two
 // separate ONNX Runtime sessions in the same run.
 //
-//   node bench/memory_bench.mjs --models DIR [--kiln PATH] [--runs N]
+//   node bench/memory_bench.mjs --models DIR [--gpt gpt|gpt_large] [--kiln PATH] [--runs N]
 //
-// Exports gpt_prefill.onnx (method prefill, seq enumerated at the benchmark case's length) and
-// gpt_decode.onnx (method decode, past enumerated likewise) into one --multifunction program,
+// Exports GPT_prefill.onnx (method prefill, seq enumerated at the benchmark case's length) and
+// GPT_decode.onnx (method decode, past enumerated likewise; GPT is --gpt, default gpt: the small
+// model of the speed rows; gpt_large has about 110 MB of weights, which outweigh the fixed
+// memory of a runtime) into one --multifunction program,
 // fills a fresh cache, then runs N fresh processes of each setup, each loading both methods and
 // running each once on the benchmark inputs:
 //   kiln, sharing on  | kiln, sharing off | ORT, two sessions
 // and reports the median growth of the peak RSS over the RSS before anything was loaded
 // (`kiln run`'s "memory" line; process.resourceUsage().maxRSS for ORT), beside the weight
-// bytes of one copy (the shared package's size). Prints a Markdown table.
+// bytes of one copy (the shared package's size) and the activations (`kiln run`'s planned
+// memory, arenas, scratchpads and input and output tensors). Prints a Markdown table.
 
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -31,13 +34,16 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const args = { models: '', kiln: path.join(ROOT, 'build/release/tools/kiln/kiln'), runs: 5 };
+  const args = {
+    models: '', kiln: path.join(ROOT, 'build/release/tools/kiln/kiln'), runs: 5, gpt: 'gpt',
+  };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (value === undefined) fail(`${flag} needs a value`);
     if (flag === '--models') args.models = value;
     else if (flag === '--kiln') args.kiln = value;
     else if (flag === '--runs') args.runs = Number(value);
+    else if (flag === '--gpt') args.gpt = value;
     else fail(`unknown argument '${flag}'`);
   }
   if (!args.models) fail('--models DIR is required');
@@ -63,9 +69,12 @@ const median = (values) => {
 // The inputs of each model's first (benchmark) case, written as .npy files.
 function writeInputs(manifest, args, work) {
   const methods = {};
-  for (const [method, model] of [['prefill', 'gpt_prefill'], ['decode', 'gpt_decode']]) {
+  for (const [method, model] of [['prefill', `${args.gpt}_prefill`],
+                                 ['decode', `${args.gpt}_decode`]]) {
     const entry = manifest.models[model];
-    if (!entry) fail(`${args.models}/models.json has no ${model} (run bench/compare.sh)`);
+    if (!entry) {
+      fail(`${args.models}/models.json has no ${model} (run bench/compare.sh --only ${model})`);
+    }
     const kase = entry.cases[0];
     const inputs = caseInputs(manifest, args.models, model, kase).map(({ name, spec, data }) => {
       const file = path.join(work, `${method}.${name}.npy`);
@@ -83,11 +92,17 @@ function kilnPeak(args, program, methods, share, cache) {
     flags.push('--method', method);
     for (const input of inputs) flags.push('--input', `${method}:${input.name}=${input.file}`);
   }
-  flags.push('--option', `KilnBackend.share_multifunction_model=${share}`, '--max-values', '1');
+  // One thread, as the ONNX Runtime side.
+  flags.push('--option', `KilnBackend.share_multifunction_model=${share}`,
+             '--option', 'KilnBackend.num_threads=1', '--max-values', '1');
   const out = run(args.kiln, flags, { KILN_CACHE_DIR: cache });
-  const match = out.match(/memory {2}peak RSS ([0-9.]+) MiB, ([0-9.]+) MiB above/);
+  const match = out.match(new RegExp('memory {2}peak RSS ([0-9.]+) MiB, ([0-9.]+) MiB above.*' +
+                                     'activations ([0-9.]+) MiB.*inputs and outputs ([0-9.]+) MiB'));
   if (!match) fail(`kiln run printed no memory line:\n${out}`);
-  return { peak: Number(match[1]), growth: Number(match[2]) };
+  return {
+    peak: Number(match[1]), growth: Number(match[2]),
+    activations: Number(match[3]) + Number(match[4]),
+  };
 }
 
 function ortPeak(methods) {
@@ -127,17 +142,25 @@ function main() {
     const m = (list, key) => median(list.map((x) => x[key]));
     const ort = m(rows.ort, 'growth');
     const fmt = (x) => x.toFixed(1);
-    console.log(`GPT prefill (seq ${seq}) + decode (past ${past}), one process each, ` +
+    // Activations: the methods' planned memory, the compiled functions' arenas and scratchpads,
+    // and the methods' input and output tensors, as kiln run reports them with sharing on (the
+    // same model and inputs for every row).
+    const activations = m(rows.on, 'activations');
+    const base = weightsMiB + activations;
+    console.log(`${args.gpt} prefill (seq ${seq}) + decode (past ${past}), one process each, ` +
                 `median of ${args.runs}; weights (one copy, the shared package): ` +
-                `${fmt(weightsMiB)} MiB; program ${fmt(statSync(program).size / (1 << 20))} MiB\n`);
-    console.log('| setup | peak RSS (MiB) | growth over start (MiB) | growth / ORT | growth / weights |');
-    console.log('|---|---:|---:|---:|---:|');
+                `${fmt(weightsMiB)} MiB; activations (kiln's arenas + inputs and outputs): ` +
+                `${fmt(activations)} MiB; program ${fmt(statSync(program).size / (1 << 20))} MiB\n`);
+    console.log('| setup | peak RSS (MiB) | growth over start (MiB) | growth / ORT | ' +
+                'growth / weights | growth / (weights + activations) |');
+    console.log('|---|---:|---:|---:|---:|---:|');
     for (const [label, list] of [['kiln, one multifunction program, sharing on', rows.on],
                                  ['kiln, same program, sharing off', rows.off],
                                  ['ONNX Runtime, two sessions', rows.ort]]) {
       const growth = m(list, 'growth');
       console.log(`| ${label} | ${fmt(m(list, 'peak'))} | ${fmt(growth)} | ` +
-                  `${(growth / ort).toFixed(2)} | ${(growth / weightsMiB).toFixed(2)} |`);
+                  `${(growth / ort).toFixed(2)} | ${(growth / weightsMiB).toFixed(2)} | ` +
+                  `${(growth / base).toFixed(2)} |`);
     }
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -281,9 +281,12 @@ function main() {
   log("layer throughput (kiln_cpu_bench, when built)");
   const layers = layerThroughput(args);
   if (layers) parts.push(layers);
-  if (args.backend === 'kiln' && ['gpt_prefill', 'gpt_decode'].every((n) => names.includes(n))) {
-    log('memory: GPT prefill + decode (bench/memory_bench.mjs)');
-    parts.push(memoryTable(args));
+  for (const gpt of ['gpt', 'gpt_large']) {
+    if (args.backend !== 'kiln' || ![`${gpt}_prefill`, `${gpt}_decode`].every((n) => names.includes(n))) {
+      continue;
+    }
+    log(`memory: ${gpt} prefill + decode (bench/memory_bench.mjs)`);
+    parts.push(memoryTable(args, gpt));
   }
   const text = parts.join('\n\n');
   console.log(text);
@@ -299,14 +302,15 @@ function main() {
 }
 
 // bench/memory_bench.mjs's table (one multifunction program vs two ONNX Runtime sessions).
-function memoryTable(args) {
+function memoryTable(args, gpt) {
   const ran = spawnSync(process.execPath,
                         [path.join(path.dirname(fileURLToPath(import.meta.url)), 'memory_bench.mjs'),
-                         '--models', args.models, '--kiln', args.kiln, '--runs', '3'],
+                         '--models', args.models, '--kiln', args.kiln, '--runs', '3', '--gpt', gpt],
                         { encoding: 'utf8', timeout: 600_000 });
   const body = ran.status === 0 ? ran.stdout.trim()
     : `memory_bench.mjs failed: ${firstLine(ran)}`;
-  return '### Memory: GPT prefill + decode in one process (`bench/memory_bench.mjs`)\n\n' + body;
+  return `### Memory: ${gpt} prefill + decode in one process (\`bench/memory_bench.mjs --gpt ${gpt}\`)\n\n` +
+    body;
 }
 
 // The conv and MatMul layers' throughput at one thread, as % of the FMA peak, from

@@ -20,10 +20,16 @@ import sys
 
 SEED = 20261101
 
-GPT_LAYERS = 3
-GPT_HEADS = 4
-GPT_D = 128
-GPT_VOCAB = 1000
+# The GPT decoders: the small one of the speed rows, and a larger one (about 110 MB of weights)
+# whose weights outweigh a runtime's fixed memory, for bench/memory_bench.mjs.
+GPT_CONFIGS = {
+    "gpt": {"layers": 3, "heads": 4, "d": 128, "vocab": 1000},
+    "gpt_large": {"layers": 6, "heads": 8, "d": 512, "vocab": 8192},
+}
+GPT_LAYERS = GPT_CONFIGS["gpt"]["layers"]
+GPT_HEADS = GPT_CONFIGS["gpt"]["heads"]
+GPT_D = GPT_CONFIGS["gpt"]["d"]
+GPT_VOCAB = GPT_CONFIGS["gpt"]["vocab"]
 # The sizes the speed targets name: GPT prefill over 128 tokens, decode after 128 past tokens.
 GPT_BENCH_SEQ = 128
 GPT_BENCH_PAST = 128
@@ -41,9 +47,9 @@ def ints(shape, low, high):
     return {"shape": shape, "dtype": "int64", "dist": "int", "low": low, "high": high}
 
 
-def past_names():
+def past_names(config="gpt"):
     names = []
-    for layer in range(GPT_LAYERS):
+    for layer in range(GPT_CONFIGS[config]["layers"]):
         names += ["past_key_%d" % layer, "past_value_%d" % layer]
     return names
 
@@ -71,17 +77,19 @@ def vad_cases():
                                          "c": state}}]
 
 
-def gpt_prefill_cases():
-    return [{"name": "seq%d" % seq, "inputs": {"input_ids": ints([1, seq], 0, GPT_VOCAB)}}
-            for seq in (GPT_BENCH_SEQ, 16, 5)]
+def gpt_prefill_cases(config="gpt", seqs=(GPT_BENCH_SEQ, 16, 5)):
+    vocab = GPT_CONFIGS[config]["vocab"]
+    return [{"name": "seq%d" % seq, "inputs": {"input_ids": ints([1, seq], 0, vocab)}}
+            for seq in seqs]
 
 
-def gpt_decode_cases():
+def gpt_decode_cases(config="gpt", pasts=(GPT_BENCH_PAST, 16, 1)):
+    c = GPT_CONFIGS[config]
     cases = []
-    for past_len in (GPT_BENCH_PAST, 16, 1):
-        inputs = {"input_ids": ints([1, 1], 0, GPT_VOCAB)}
-        for name in past_names():
-            inputs[name] = normal([1, GPT_HEADS, past_len, GPT_D // GPT_HEADS])
+    for past_len in pasts:
+        inputs = {"input_ids": ints([1, 1], 0, c["vocab"])}
+        for name in past_names(config):
+            inputs[name] = normal([1, c["heads"], past_len, c["d"] // c["heads"]])
         cases.append({"name": "past%d" % past_len, "inputs": inputs})
     return cases
 
@@ -103,6 +111,8 @@ CASES = {
     "gpt_prefill": gpt_prefill_cases,
     "gpt_decode": gpt_decode_cases,
     "digits": digits_cases,
+    "gpt_large_prefill": lambda: gpt_prefill_cases("gpt_large", (GPT_BENCH_SEQ,)),
+    "gpt_large_decode": lambda: gpt_decode_cases("gpt_large", (GPT_BENCH_PAST,)),
 }
 
 

@@ -17,6 +17,9 @@ reproducible). Each model covers a family of real deployments:
   gpt_decode   the same weights for one step: input_ids [1, 1] + past K/V -> logits + present
   digits       the trained example model (examples/digits/digits.onnx, copied) on its ten
                committed test images
+  gpt_large_prefill, gpt_large_decode
+               the GPT pair at 6 layers, width 512 and 8192 tokens (about 110 MB of weights),
+               for the memory benchmark (bench/memory_bench.mjs --gpt gpt_large)
 
 models.json lists, per model, its file, opset and one or more input cases (cases.py): for each
 input its shape, dtype and distribution (the scripts draw seeded random data from it), or a .npy
@@ -37,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
-from cases import (CASES, GPT_D, GPT_HEADS, GPT_LAYERS, GPT_VOCAB, SEED, parse_only,
+from cases import (CASES, GPT_CONFIGS, SEED, parse_only,
                    past_names)
 
 
@@ -357,44 +360,50 @@ def make_vad(out_dir):
     return path, opset, ops
 
 
-def make_gpt():
+def make_gpt(config):
     torch.manual_seed(SEED)
-    return GPT(vocab=GPT_VOCAB, d=GPT_D, heads=GPT_HEADS, layers=GPT_LAYERS)
+    c = GPT_CONFIGS[config]
+    return GPT(vocab=c["vocab"], d=c["d"], heads=c["heads"], layers=c["layers"])
 
 
-def present_names():
+def present_names(config):
     names = []
-    for layer in range(GPT_LAYERS):
+    for layer in range(GPT_CONFIGS[config]["layers"]):
         names += ["present_key_%d" % layer, "present_value_%d" % layer]
     return names
 
 
-def make_gpt_prefill(out_dir):
-    opset = 17
-    gpt = make_gpt()
-    path = os.path.join(out_dir, "gpt_prefill.onnx")
-    outputs = ["logits"] + present_names()
-    axes = {"input_ids": {1: "seq"}, "logits": {1: "seq"}}
-    for name in present_names():
-        axes[name] = {2: "seq"}
-    ops = export(GPTPrefill(gpt), (torch.randint(0, GPT_VOCAB, (1, 8)),), path, opset,
-                 ["input_ids"], outputs, axes)
-    return path, opset, ops
+def make_gpt_prefill(config):
+    def make(out_dir):
+        opset = 17
+        gpt = make_gpt(config)
+        path = os.path.join(out_dir, "%s_prefill.onnx" % config)
+        outputs = ["logits"] + present_names(config)
+        axes = {"input_ids": {1: "seq"}, "logits": {1: "seq"}}
+        for name in present_names(config):
+            axes[name] = {2: "seq"}
+        ids = torch.randint(0, GPT_CONFIGS[config]["vocab"], (1, 8))
+        ops = export(GPTPrefill(gpt), (ids,), path, opset, ["input_ids"], outputs, axes)
+        return path, opset, ops
+    return make
 
 
-def make_gpt_decode(out_dir):
-    opset = 17
-    gpt = make_gpt()
-    path = os.path.join(out_dir, "gpt_decode.onnx")
-    dh = GPT_D // GPT_HEADS
-    past = past_names()
-    axes = {name: {2: "past"} for name in past}
-    for name in present_names():
-        axes[name] = {2: "past_plus_1"}
-    example = [torch.randn(1, GPT_HEADS, 7, dh) for _ in past]
-    ops = export(GPTDecode(gpt), (torch.randint(0, GPT_VOCAB, (1, 1)), *example), path, opset,
-                 ["input_ids"] + past, ["logits"] + present_names(), axes)
-    return path, opset, ops
+def make_gpt_decode(config):
+    def make(out_dir):
+        opset = 17
+        gpt = make_gpt(config)
+        c = GPT_CONFIGS[config]
+        path = os.path.join(out_dir, "%s_decode.onnx" % config)
+        past = past_names(config)
+        axes = {name: {2: "past"} for name in past}
+        for name in present_names(config):
+            axes[name] = {2: "past_plus_1"}
+        example = [torch.randn(1, c["heads"], 7, c["d"] // c["heads"]) for _ in past]
+        ids = torch.randint(0, c["vocab"], (1, 1))
+        ops = export(GPTDecode(gpt), (ids, *example), path, opset, ["input_ids"] + past,
+                     ["logits"] + present_names(config), axes)
+        return path, opset, ops
+    return make
 
 
 def make_digits(out_dir):
@@ -419,9 +428,11 @@ MODELS = {
     "ocr_det": make_ocr_det,
     "ocr_rec": make_ocr_rec,
     "vad": make_vad,
-    "gpt_prefill": make_gpt_prefill,
-    "gpt_decode": make_gpt_decode,
+    "gpt_prefill": make_gpt_prefill("gpt"),
+    "gpt_decode": make_gpt_decode("gpt"),
     "digits": make_digits,
+    "gpt_large_prefill": make_gpt_prefill("gpt_large"),
+    "gpt_large_decode": make_gpt_decode("gpt_large"),
 }
 assert list(MODELS) == list(CASES), "make_models.MODELS and cases.CASES name other models"
 

@@ -2,6 +2,7 @@
 // or random inputs, print the outputs, the load and run times and the process's memory,
 // optionally save the outputs as .npy files.
 
+#include <kiln/engine/compile/compiled_function.h>
 #include <kiln/extension/module/module.h>
 #include <kiln/runtime/core/tensor.h>
 #include <tools/kiln/commands.h>
@@ -112,15 +113,20 @@ std::vector<std::string> inputs_for(const std::vector<std::string>& inputs,
   return out;
 }
 
+// `io_bytes` grows by the bytes of the method's input and output tensors, `planned_bytes` by
+// its planned memory.
 Status run_method(Module& module, const RunArgs& args, const std::string& requested,
-                  const runtime::LoadBackendOptionsMap& options, double program_ms) {
+                  const runtime::LoadBackendOptionsMap& options, double program_ms,
+                  uint64_t& io_bytes, uint64_t& planned_bytes) {
   KILN_ASSIGN_OR_RETURN(std::string method, choose_method(module, requested));
   KILN_ASSIGN_OR_RETURN(MethodMeta meta, module.method_meta(method));
+  planned_bytes += meta.planned_bytes();
   std::cout << "method  " << method << "\n";
   KILN_ASSIGN_OR_RETURN(auto prepared,
                         prepare_inputs(meta, inputs_for(args.inputs, method), args.seed));
   for (const MethodInput& input : prepared) {
     if (!input.tensor) continue;
+    io_bytes += input.tensor->nbytes();
     std::cout << "input   " << input.name << ": " << runtime::to_string(input.tensor->dtype())
               << " " << runtime::shape_to_string(input.tensor->sizes()) << " " << input.source
               << "\n";
@@ -139,6 +145,7 @@ Status run_method(Module& module, const RunArgs& args, const std::string& reques
   const double run_ms = ms_since(start);
 
   for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].is_tensor()) io_bytes += outputs[i].to_tensor().nbytes();
     const std::string name = i < meta.outputs.size() ? meta.outputs[i].name : "?";
     std::cout << "output  " << name << ": " << format_evalue(outputs[i], args.max_values) << "\n";
   }
@@ -166,13 +173,20 @@ Status run(const RunArgs& args) {
   std::cout << "program " << args.program << " (" << extension::to_string(mode) << ")\n";
   const std::vector<std::string> methods =
       args.methods.empty() ? std::vector<std::string>{""} : args.methods;
+  uint64_t io_bytes = 0, planned_bytes = 0;
   for (const std::string& method : methods) {
-    KILN_RETURN_IF_ERROR(run_method(module, args, method, options, program_ms));
+    KILN_RETURN_IF_ERROR(
+        run_method(module, args, method, options, program_ms, io_bytes, planned_bytes));
   }
   const uint64_t peak = status_kib("VmHWM");
+  constexpr double kMiB = 1024.0 * 1024.0;
   std::cout << "memory  peak RSS " << peak / 1024.0 << " MiB, "
             << (peak > rss_before ? peak - rss_before : 0) / 1024.0
-            << " MiB above the RSS before the program load\n";
+            << " MiB above the RSS before the program load; activations "
+            << (engine::compile::live_activation_bytes() + planned_bytes) / kMiB
+            << " MiB (the methods' planned memory, the compiled functions' arenas and "
+               "scratchpads), inputs and outputs "
+            << io_bytes / kMiB << " MiB\n";
   return Status();
 }
 

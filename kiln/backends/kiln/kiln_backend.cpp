@@ -97,7 +97,10 @@ Status fetch_package(const runtime::BackendInitContext& context, KilnDelegate& d
     bytes = delegate.package_copy.get();
     delegate.package_bytes.free();
   }
-  auto view = engine::package::PackageView::open(runtime::Span<const uint8_t>(bytes, size));
+  // Weights are checked when first read: a warm load takes the packed ones from the compiled
+  // artifact and never touches the package's copies.
+  auto view = engine::package::PackageView::open(runtime::Span<const uint8_t>(bytes, size),
+                                                 engine::package::WeightCheck::OnFirstUse);
   if (!view.ok()) {
     return view.status().with_context("open model package '" + delegate.manifest.package + "'");
   }

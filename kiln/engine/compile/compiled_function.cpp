@@ -2,6 +2,7 @@
 #include <kiln/engine/compile/function_plan.h>
 #include <kiln/engine/compile/step_profile.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -107,9 +108,21 @@ Status CompiledFunctionImpl::execute() {
   return Status();
 }
 
+namespace {
+std::atomic<uint64_t> arena_bytes_alive{0};
+}  // namespace
+
+uint64_t live_activation_bytes() { return arena_bytes_alive.load(std::memory_order_relaxed); }
+
 CompiledFunction::CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl)
-    : impl_(std::move(impl)) {}
-CompiledFunction::~CompiledFunction() = default;
+    : impl_(std::move(impl)) {
+  arena_bytes_alive.fetch_add(impl_->arena_bytes + impl_->scratchpad_bytes,
+                              std::memory_order_relaxed);
+}
+CompiledFunction::~CompiledFunction() {
+  arena_bytes_alive.fetch_sub(impl_->arena_bytes + impl_->scratchpad_bytes,
+                              std::memory_order_relaxed);
+}
 
 const std::string& CompiledFunction::name() const { return impl_->name; }
 size_t CompiledFunction::num_inputs() const { return impl_->inputs.size(); }
@@ -134,6 +147,7 @@ const std::optional<std::vector<int64_t>>& CompiledFunction::output_sizes(size_t
 }
 const std::vector<PlacementEntry>& CompiledFunction::placement() const { return impl_->placement; }
 uint64_t CompiledFunction::arena_bytes() const { return impl_->arena_bytes; }
+uint64_t CompiledFunction::scratchpad_bytes() const { return impl_->scratchpad_bytes; }
 bool CompiledFunction::is_static() const { return impl_->is_static; }
 uint64_t CompiledFunction::num_dynamic_allocations() const { return impl_->dynamic_allocations; }
 

@@ -45,6 +45,13 @@ struct CompileOptions {
   /// weights hold no data (a `package::PackageView`'s model). Empty: each weight's own `data`.
   /// The bytes are referenced, not copied: they must outlive the compiled function.
   std::vector<runtime::Span<const uint8_t>> weight_data;
+  /// For `weight_data` not yet checked against the weights' content hashes (a package opened
+  /// with `WeightCheck::OnFirstUse`): called with a weight's index before its bytes are first
+  /// read; an error fails the specialization. A weight that a oneDNN op only packs (Conv,
+  /// MatMul and Gemm weights) is checked when it is packed, so one whose packing is already
+  /// held (adopted from a compiled artifact) is never read. Must be safe from several threads.
+  /// Empty: the bytes are trusted.
+  std::function<runtime::Status(size_t weight)> verify_weight;
   /// Where oneDNN ops pack constant weights: one store shared by every function and shape of a
   /// loaded model, so each weight is packed once (and can come from a compiled artifact). Kept
   /// alive by the compiled function. Null: each op packs its own copy.
@@ -56,6 +63,10 @@ struct CompileOptions {
   /// report. Default: false.
   bool store_in_background = false;
 };
+
+/// Bytes of the activation arenas and shared scratchpads of every compiled function alive in
+/// the process (for memory reports: with the weights, what a loaded model holds).
+uint64_t live_activation_bytes();
 
 /// Where one step of a compiled function runs.
 struct PlacementEntry {
@@ -100,6 +111,8 @@ class CompiledFunction {
   const std::vector<PlacementEntry>& placement() const;
   /// Bytes of the activation arena (allocated once at `specialize`).
   uint64_t arena_bytes() const;
+  /// Bytes of the scratch memory the oneDNN steps share (the largest any of them needs).
+  uint64_t scratchpad_bytes() const;
   /// True when every value's shape was resolved at compile time (a fully static plan).
   bool is_static() const;
   /// How many times run-time storage of data-dependent values grew (0 for a static plan).

@@ -66,6 +66,9 @@ class CompiledFunctionImpl {
   runtime::AlignedBuffer arena;  ///< 64-byte aligned, uninitialized; `arena_base` is its start.
   uint8_t* arena_base = nullptr;
   uint64_t arena_bytes = 0;
+  /// Scratch memory of the oneDNN steps, one buffer for all (they run one at a time).
+  runtime::AlignedBuffer scratchpad;
+  uint64_t scratchpad_bytes = 0;
   bool is_static = true;
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace kiln::engine::compile {
 
@@ -40,6 +41,7 @@ class Builder {
       const std::vector<std::vector<int64_t>>& input_sizes) {
     impl_->name = graph_.name;
     impl_->packed = options_.packed;
+    KILN_RETURN_IF_ERROR(verify_read_weights());
     make_slots();
     KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, input_sizes));
     for (size_t v = 0; v < sizes.size(); ++v) {
@@ -161,6 +163,7 @@ class Builder {
     for (int output : node.outputs) {
       if (output < 0) return false;
     }
+    KILN_RETURN_IF_ERROR(verify_inputs(node));
     for (int output : node.outputs) make_dynamic(slot(output));
     KILN_ASSIGN_OR_RETURN(Step step, make_reference_step(*impl_, node, weights_, node.outputs));
     Status status = run_step(*impl_, step);
@@ -196,6 +199,7 @@ class Builder {
       }
       return;
     }
+    if (!verify_inputs(node).ok()) return;  // placing the node reports it
     std::vector<std::unique_ptr<Slot>> saved;
     std::vector<int> inputs;
     for (int input : node.inputs) {
@@ -247,6 +251,48 @@ class Builder {
     for (int output : node.outputs) {
       if (output >= 0) slot(output).sizes = learned[k++];
     }
+  }
+
+  // Checks the weights this function reads directly (CompileOptions::verify_weight); a weight
+  // it only packs (input 1 of Conv, MatMul and Gemm) is checked by the packing, if it runs.
+  Status verify_read_weights() {
+    if (!options_.verify_weight) return Status();
+    enum Use : uint8_t { None, Packed, Read };
+    std::vector<uint8_t> use(model_.weights.size(), None);
+    auto mark = [&](int value, bool packed) {
+      if (value < 0) return;
+      int w = graph_.values[static_cast<size_t>(value)].weight;
+      if (w >= 0) use[w] = packed && use[w] != Read ? Packed : Read;
+    };
+    std::function<void(const std::vector<ir::Node>&, bool)> walk =
+        [&](const std::vector<ir::Node>& nodes, bool top) {
+          for (const ir::Node& node : nodes) {
+            bool packs = top && (node.op == "Conv" || node.op == "MatMul" || node.op == "Gemm");
+            for (size_t i = 0; i < node.inputs.size(); ++i) mark(node.inputs[i], packs && i == 1);
+            for (const ir::Attribute& a : node.attributes) {
+              if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
+                if (ref->weight >= 0) use[ref->weight] = Read;
+              }
+            }
+            for (const ir::Region& region : node.regions) walk(region.nodes, false);
+          }
+        };
+    walk(graph_.nodes, true);
+    for (int output : graph_.outputs) mark(output, false);
+    for (size_t w = 0; w < use.size(); ++w) {
+      if (use[w] == Read) KILN_RETURN_IF_ERROR(options_.verify_weight(w));
+    }
+    return Status();
+  }
+
+  // Checks the weights among `node`'s inputs before a reference kernel reads them.
+  Status verify_inputs(const ir::Node& node) {
+    if (!options_.verify_weight) return Status();
+    for (int input : node.inputs) {
+      int w = input >= 0 ? graph_.values[static_cast<size_t>(input)].weight : -1;
+      if (w >= 0) KILN_RETURN_IF_ERROR(options_.verify_weight(static_cast<size_t>(w)));
+    }
+    return Status();
   }
 
   void count_uses() {
@@ -349,6 +395,14 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   }
   if (group != nullptr) outputs = {group->output};
   desc.num_outputs = static_cast<int>(outputs.size());
+  if (options_.verify_weight) {
+    desc.verify_constant = [this, inputs](size_t input) -> Status {
+      int v = input < inputs.size() ? inputs[input] : -1;
+      bool value = v >= 0 && static_cast<size_t>(v) < graph_.values.size();
+      int w = value ? graph_.values[static_cast<size_t>(v)].weight : -1;
+      return w >= 0 ? options_.verify_weight(static_cast<size_t>(w)) : Status();
+    };
+  }
   auto op = cpu::CpuOp::create(desc);
   if (!op.ok()) {
     why = "no oneDNN implementation: " + op.status().message();
@@ -401,6 +455,7 @@ Status Builder::place(size_t n) {
   } else {
     why = "shape known only at run time";
   }
+  KILN_RETURN_IF_ERROR(verify_inputs(node));
   KILN_ASSIGN_OR_RETURN(Step step, make_reference_step(*impl_, node, weights_, outputs_of(node)));
   step.placement.detail = why;
   impl_->steps.push_back(std::move(step));
@@ -464,6 +519,20 @@ Status Builder::plan_memory() {
     Slot& s = slot(a.slot);
     s.offset = slot(a.within).offset + a.offset;
     s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
+  }
+  // One scratchpad for every oneDNN step: the steps run one at a time.
+  for (const Step& step : impl_->steps) {
+    if (step.cpu_op != nullptr) {
+      impl_->scratchpad_bytes = std::max(impl_->scratchpad_bytes, step.cpu_op->scratchpad_bytes());
+    }
+  }
+  if (impl_->scratchpad_bytes > 0) {
+    KILN_ASSIGN_OR_RETURN(impl_->scratchpad, runtime::allocate_bulk(impl_->scratchpad_bytes));
+    for (Step& step : impl_->steps) {
+      if (step.cpu_op != nullptr && step.cpu_op->scratchpad_bytes() > 0) {
+        step.cpu_op->use_scratchpad(impl_->scratchpad.get());
+      }
+    }
   }
   // Slot tensors are final: point the oneDNN steps at them.
   for (Step& step : impl_->steps) {

@@ -9,6 +9,7 @@
 #include <kiln/runtime/core/tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,6 +101,10 @@ struct OpDesc {
   /// Where constant weights are packed (shared with other ops, or adopted from a compiled
   /// artifact); must outlive the op. Null: the op packs into storage of its own.
   PackedConstants* packed = nullptr;
+  /// When set, called with an input index before the bytes of that constant are read to pack
+  /// them (`pack_constant`); an error fails the creation. The caller checks every other
+  /// constant before `create`. Empty: the constants' bytes are trusted.
+  std::function<runtime::Status(size_t input)> verify_constant;
 };
 
 /// The intra-op threads `desc`'s op runs with: `desc.num_threads`, or 1 when its estimated
@@ -134,6 +139,15 @@ class CpuOp {
   /// The implementation chosen, for logs and benchmarks: e.g. "oneDNN jit:avx512_core
   /// src:nChw16c wei:OIhw16i16o".
   virtual std::string describe() const = 0;
+
+  /// Bytes of scratch memory the op uses while it runs and can take from storage shared with
+  /// other ops (`use_scratchpad`); 0 when it needs none or keeps its own (e.g. it runs parts
+  /// side by side).
+  virtual uint64_t scratchpad_bytes() const { return 0; }
+  /// From now on the op uses `data` (at least `scratchpad_bytes()` bytes, 64-byte aligned,
+  /// valid while the op lives) as its scratch memory and releases its own. The caller never
+  /// runs two ops sharing `data` at once (the steps of a compiled function run one by one).
+  virtual void use_scratchpad(void* /*data*/) {}
 
   /// A provider's own layout of a tensor (e.g. oneDNN's blocked nChw16c): equal `id`s are
   /// the same layout; `bytes` is the storage it needs (padding included, so it may exceed the

@@ -239,6 +239,10 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
                                    const dnnl::memory::desc& source_md, const void* source,
                                    const dnnl::memory::desc& target) {
   auto reorder_into = [&](void* data) -> Status {
+    if (desc.verify_constant) {
+      Status verified = desc.verify_constant(input);
+      if (!verified.ok()) return verified.with_context("create op '" + desc.op + "'");
+    }
     try {
       dnnl::memory from = wrap(source_md, source);
       dnnl::memory to(target, cpu_engine(), data);
@@ -275,6 +279,16 @@ dnnl::primitive_attr base_attr() {
 
 void DnnlOp::hold_scratchpad(const dnnl::primitive_desc_base& pd) {
   scratchpad_ = dnnl::memory(pd.scratchpad_desc(), cpu_engine());
+  args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+}
+
+uint64_t DnnlOp::scratchpad_bytes() const {
+  return scratchpad_ ? scratchpad_.get_desc().get_size() : 0;
+}
+
+void DnnlOp::use_scratchpad(void* data) {
+  if (!scratchpad_ || scratchpad_.get_desc().get_size() == 0) return;
+  scratchpad_ = dnnl::memory(scratchpad_.get_desc(), cpu_engine(), data);
   args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
 }
 

@@ -94,6 +94,8 @@ class DnnlOp : public CpuOp {
  public:
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override { return describe_; }
+  uint64_t scratchpad_bytes() const override;
+  void use_scratchpad(void* data) override;
 
  protected:
   /// Points `memory` at `data` (no allocation).

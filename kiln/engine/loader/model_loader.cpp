@@ -389,6 +389,7 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
   for (size_t i = 0; i < package.num_weights(); ++i) {
     with_weights.weight_data.push_back(package.weight_data(i));
   }
+  with_weights.verify_weight = [&package](size_t weight) { return package.verify_weight(weight); };
   return load_with_hash(package.model(), options, cache, package.content_hash(), with_weights);
 }
 

@@ -4,8 +4,10 @@
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace kiln::engine::package {
@@ -42,6 +44,16 @@ runtime::Result<std::vector<uint8_t>> write_package(const ir::Model& model);
 /// index changes and not otherwise. Costs one `write_package`. Errors: as `write_package`.
 runtime::Result<uint64_t> package_hash(const ir::Model& model);
 
+/// When `PackageView::open` checks each weight's bytes against its content hash.
+enum class WeightCheck {
+  /// Every weight while opening (an error names the first mismatch).
+  OnOpen,
+  /// Each weight when first asked for by `PackageView::verify_weight`: opening touches none of
+  /// the weight segment, so a load that takes the packed weights from a compiled artifact never
+  /// reads (nor maps in) the package's copies. Everything else is verified on open.
+  OnFirstUse,
+};
+
 /// A verified package, read without copying weights: the functions and weight table are
 /// decoded into `model()` (whose weights have their name, dtype, sizes and content hash but
 /// empty `data`), and `weight_data(i)` points into the package bytes.
@@ -58,13 +70,22 @@ class PackageView {
   /// after the header. Errors: InvalidProgram naming the field and its value for any violation
   /// (never a crash, whatever the bytes); InvalidArgument when `bytes.data()` is not 8-byte
   /// aligned (flatbuffers reads scalars in place).
-  static runtime::Result<PackageView> open(runtime::Span<const uint8_t> bytes);
+  /// With `WeightCheck::OnFirstUse`, the weights' content hashes are checked by
+  /// `verify_weight` instead (their dtype, sizes, offsets and the segment's layout still are).
+  static runtime::Result<PackageView> open(runtime::Span<const uint8_t> bytes,
+                                           WeightCheck check = WeightCheck::OnOpen);
 
   /// Functions and weight table; weights' `data` is empty (use `weight_data`).
   const ir::Model& model() const { return model_; }
   size_t num_weights() const { return weight_data_.size(); }
   /// The bytes of weight `index` (< num_weights()) inside the package bytes.
   runtime::Span<const uint8_t> weight_data(size_t index) const { return weight_data_[index]; }
+  /// Checks weight `index` (< num_weights()) against its content hash, once: later calls return
+  /// the first call's result (an atomic load once verified). Read a weight's bytes only after
+  /// this succeeded (`open` with `WeightCheck::OnOpen` has done it for every weight). Errors:
+  /// InvalidProgram naming the weight, its recorded hash and the hash of its bytes. Safe from
+  /// several threads.
+  runtime::Status verify_weight(size_t index) const;
   const PackageHeader& header() const { return header_; }
   uint64_t content_hash() const { return header_.content_hash; }
 
@@ -72,6 +93,8 @@ class PackageView {
   PackageHeader header_;
   ir::Model model_;
   std::vector<runtime::Span<const uint8_t>> weight_data_;
+  /// Per weight: 0 not checked yet, 1 verified, 2 mismatch. Shared by copies of the view.
+  std::shared_ptr<std::atomic<uint8_t>[]> weight_state_;
 };
 
 /// Verifies `bytes` like `PackageView::open` and returns the model with each weight's bytes

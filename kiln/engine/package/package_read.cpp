@@ -402,7 +402,29 @@ Status check_segment_gaps(const ir::Model& model, runtime::Span<const uint8_t> s
 
 }  // namespace
 
-Result<PackageView> PackageView::open(runtime::Span<const uint8_t> bytes) {
+Status PackageView::verify_weight(size_t index) const {
+  if (index >= weight_data_.size()) {
+    return Status(Error::InvalidArgument, "verify weight " + std::to_string(index) +
+                                              ": the package has " +
+                                              std::to_string(weight_data_.size()) + " weights");
+  }
+  std::atomic<uint8_t>& state = weight_state_[index];
+  uint8_t known = state.load(std::memory_order_acquire);
+  const ir::Weight& w = model_.weights[index];
+  // Racing first calls both hash; they agree.
+  uint64_t actual = known == 1 ? w.content_hash
+                               : ir::hash_weight(w.dtype, w.sizes, weight_data_[index]);
+  if (actual != w.content_hash) {
+    state.store(2, std::memory_order_release);
+    return invalid("weight " + std::to_string(index) + " '" + w.name + "'",
+                   "content hash " + std::to_string(w.content_hash) +
+                       " does not match its bytes (" + std::to_string(actual) + ")");
+  }
+  if (known != 1) state.store(1, std::memory_order_release);
+  return Status();
+}
+
+Result<PackageView> PackageView::open(runtime::Span<const uint8_t> bytes, WeightCheck check) {
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
     return Status(Error::InvalidArgument,
                   "read package: bytes start at an address that is not 8-byte aligned");
@@ -437,14 +459,11 @@ Result<PackageView> PackageView::open(runtime::Span<const uint8_t> bytes) {
   }
   KILN_RETURN_IF_ERROR(check_model(view.model_, Error::InvalidProgram, "read package"));
 
-  for (size_t i = 0; i < view.model_.weights.size(); ++i) {
-    const ir::Weight& w = view.model_.weights[i];
-    uint64_t actual = ir::hash_weight(w.dtype, w.sizes, view.weight_data_[i]);
-    if (actual != w.content_hash) {
-      return invalid("weight " + std::to_string(i) + " '" + w.name + "'",
-                     "content hash " + std::to_string(w.content_hash) +
-                         " does not match its bytes (" + std::to_string(actual) + ")");
-    }
+  size_t num_weights = view.model_.weights.size();
+  view.weight_state_.reset(new std::atomic<uint8_t>[num_weights]);
+  for (size_t i = 0; i < num_weights; ++i) view.weight_state_[i].store(0);
+  if (check == WeightCheck::OnOpen) {
+    for (size_t i = 0; i < num_weights; ++i) KILN_RETURN_IF_ERROR(view.verify_weight(i));
   }
   KILN_RETURN_IF_ERROR(check_segment_gaps(view.model_, segment, view.weight_data_));
   uint64_t actual = format::hash_package(flatbuffer, hash_field);

@@ -4,6 +4,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <map>
 
 namespace kiln::engine::package {
@@ -143,8 +144,6 @@ class Encoder {
 
 runtime::Result<std::vector<uint8_t>> write_package(const ir::Model& model) {
   KILN_RETURN_IF_ERROR(check_model(model, runtime::Error::InvalidArgument, "write package"));
-  std::vector<uint64_t> offsets;
-  uint64_t segment_end = 0;
   for (size_t i = 0; i < model.weights.size(); ++i) {
     const ir::Weight& w = model.weights[i];
     uint64_t expected = *weight_byte_count(w.dtype, w.sizes);
@@ -155,8 +154,22 @@ runtime::Result<std::vector<uint8_t>> write_package(const ir::Model& model) {
                                  std::to_string(expected) + " for " +
                                  std::string(runtime::to_string(w.dtype)) + " sizes)");
     }
-    offsets.push_back(segment_end);
-    segment_end = format::align_up(segment_end + w.data.size(), kPackageWeightAlignment);
+  }
+  // Smallest first: the weights read as they are (biases, scales, shape constants) end up next
+  // to each other, away from the large ones a warm load takes packed from the compiled artifact
+  // and never reads; the kernel maps a file in blocks of many pages, so reading a small weight
+  // next to a large one would make the large one resident too.
+  std::vector<size_t> order(model.weights.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return model.weights[a].data.size() < model.weights[b].data.size();
+  });
+  std::vector<uint64_t> offsets(model.weights.size());
+  uint64_t segment_end = 0;
+  for (size_t i : order) {
+    offsets[i] = segment_end;
+    segment_end =
+        format::align_up(segment_end + model.weights[i].data.size(), kPackageWeightAlignment);
   }
 
   fb::FlatBufferBuilder builder(4096);

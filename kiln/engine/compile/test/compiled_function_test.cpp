@@ -105,6 +105,23 @@ ir::Model conv_pool_concat_model() {
   return b.build();
 }
 
+// The oneDNN steps of a function share one scratchpad, as large as the largest any of them
+// needs; running them one after the other over it gives the reference results, run after run.
+TEST(Specialize, OneDnnStepsShareOneScratchpad) {
+  ir::Model model = conv_chain_model();
+  auto f = check_against_reference(model, {{1, 16, 12, 12}}, CompileOptions{});
+  ASSERT_NE(f, nullptr);
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {1, 16, 12, 12}, 3));
+  auto first = output_buffers(*f), second = output_buffers(*f);
+  ASSERT_TRUE(run(*f, inputs, first).ok());
+  ASSERT_TRUE(run(*f, inputs, second).ok());
+  EXPECT_EQ(std::memcmp(first[0].bytes.data(), second[0].bytes.data(), first[0].bytes.size()), 0);
+  for (const auto& step : f->placement()) EXPECT_EQ(step.device, "cpu:onednn");
+  // Counted with the arena among the process's activation bytes.
+  EXPECT_GE(compile::live_activation_bytes(), f->arena_bytes() + f->scratchpad_bytes());
+}
+
 TEST(Specialize, PoolingAndConcatKeepNativeLayouts) {
   ir::Model model = conv_pool_concat_model();
   CompileOptions plain;

@@ -3,9 +3,11 @@
 
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
+#include <kiln/runtime/core/aligned_buffer.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -148,6 +150,43 @@ TEST(DnnlConv, PreferredLayoutIsReported) {
   c.run();
   EXPECT_NE(c.description.find("src:"), std::string::npos) << c.description;
   std::cout << "Conv 64x14x14 3x3: " << c.description << "\n";
+}
+
+// ---- Shared scratchpad ------------------------------------------------------------------------
+
+// Two ops given one scratch buffer (as a compiled function's steps are) and run in turn give
+// what each gives with its own.
+TEST(DnnlScratchpad, OpsSharingOneBufferGiveTheResultsOfTheirOwn) {
+  auto conv_case = [] {
+    Case c("Conv", {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})});
+    c.add(random_tensor({1, 16, 12, 12}, 1), false);
+    c.add(random_tensor({32, 16, 3, 3}, 2, -0.2, 0.2), true);
+    c.add(random_tensor({32}, 3), true);
+    return c;
+  };
+  auto matmul_case = [] {
+    Case c("MatMul", {});
+    c.add(random_tensor({64, 128}, 4), false);
+    c.add(random_tensor({128, 96}, 5, -0.2, 0.2), true);
+    return c;
+  };
+  Case conv = conv_case(), matmul = matmul_case();
+  OwnedTensor conv_own = conv.run(), matmul_own = matmul.run();
+
+  Case conv2 = conv_case(), matmul2 = matmul_case();
+  auto a = conv2.create();
+  auto b = matmul2.create();
+  ASSERT_TRUE(a.ok() && b.ok());
+  uint64_t bytes = std::max((*a)->scratchpad_bytes(), (*b)->scratchpad_bytes());
+  if (bytes == 0) GTEST_SKIP() << "oneDNN needs no scratch memory for these ops on this CPU";
+  auto shared = runtime::allocate_bulk(bytes);
+  ASSERT_TRUE(shared.ok());
+  for (auto* op : {a->get(), b->get()}) {
+    if (op->scratchpad_bytes() > 0) op->use_scratchpad(shared->get());
+  }
+  expect_near(conv2.run(**a), conv_own);
+  expect_near(matmul2.run(**b), matmul_own);
+  expect_near(conv2.run(**a), conv_own);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -182,6 +183,27 @@ TEST(ModelPackage, ViewPointsIntoAlignedWeightSegment) {
   EXPECT_TRUE(read_package({shifted.data() + 1, bytes.size()}).ok());
 }
 
+TEST(ModelPackage, SegmentHoldsTheSmallestWeightsFirst) {
+  ir::Model m = make_model();  // proj (128 bytes), table (24 bytes)
+  m.add_weight(make_weight("big", ScalarType::Float32, {1024}, 3));
+  m.add_weight(make_weight("tiny", ScalarType::Float32, {2}, 4));
+  m.add_weight(make_weight("tiny_too", ScalarType::Float32, {2}, 5));
+  auto bytes = write(m);
+  runtime::AlignedBuffer mapped = *runtime::allocate_aligned(bytes.size());
+  std::memcpy(mapped.get(), bytes.data(), bytes.size());
+  auto view = PackageView::open({mapped.get(), bytes.size()});
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  std::vector<std::pair<const uint8_t*, std::string>> placed;
+  for (size_t i = 0; i < view->num_weights(); ++i) {
+    placed.emplace_back(view->weight_data(i).data(), view->model().weights[i].name);
+  }
+  std::sort(placed.begin(), placed.end());
+  std::vector<std::string> names;
+  for (const auto& [at, name] : placed) names.push_back(name);
+  // By size, ties in table order.
+  EXPECT_EQ(names, (std::vector<std::string>{"tiny", "tiny_too", "table", "proj", "big"}));
+}
+
 TEST(ModelPackage, IdenticalWeightsAreStoredOnce) {
   ir::Model m = make_model();
   EXPECT_EQ(m.add_weight(make_weight("copy_of_proj", ScalarType::Float32, {8, 4}, 1)), 0);
@@ -276,13 +298,15 @@ TEST(ModelPackage, RejectsBadHeaderFields) {
 }
 
 TEST(ModelPackage, RejectsOutOfRangeFieldsNamingThem) {
+  // Weight 0 ('proj', 128 bytes) follows the smaller weight 1 in the segment: its offset is
+  // stored (not the default 0), so it can be changed in place.
   expect_mutation_rejected(
       [](s::Package* p) {
-        return p->mutable_weights()->GetMutableObject(1)->mutate_offset(1u << 30);
+        return p->mutable_weights()->GetMutableObject(0)->mutate_offset(1u << 30);
       },
       "end past the weight segment");
   expect_mutation_rejected(
-      [](s::Package* p) { return p->mutable_weights()->GetMutableObject(1)->mutate_offset(136); },
+      [](s::Package* p) { return p->mutable_weights()->GetMutableObject(0)->mutate_offset(136); },
       "offset 136 (expected a multiple of 64)");
   expect_mutation_rejected(
       [](s::Package* p) { return p->mutable_weights()->GetMutableObject(0)->mutate_size(64); },
