@@ -41,6 +41,10 @@ KilnBackendOptions& KilnBackendOptions::setNumThreads(int num_threads) {
   return set(kNumThreadsKey, static_cast<int64_t>(num_threads));
 }
 
+KilnBackendOptions& KilnBackendOptions::setWinograd(bool winograd) {
+  return set(kWinogradKey, winograd);
+}
+
 KilnBackendOptions& KilnBackendOptions::set(std::string_view key,
                                             std::variant<bool, int64_t, std::string> value) {
   for (auto& option : options_) {

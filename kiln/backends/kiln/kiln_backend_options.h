@@ -53,6 +53,8 @@ class KilnBackendOptions {
   KilnBackendOptions& setCacheDirectory(std::string dir);
   /// `num_threads`: intra-op threads (1..1024, checked at init).
   KilnBackendOptions& setNumThreads(int num_threads);
+  /// `winograd`: 3x3 stride-1 Convs on Winograd kernels (faster, more rounding).
+  KilnBackendOptions& setWinograd(bool winograd);
 
   /// "KilnBackend", the id the options are registered under.
   std::string_view backend_id() const { return kKilnBackendId; }

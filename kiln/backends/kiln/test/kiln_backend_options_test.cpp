@@ -86,13 +86,15 @@ TEST(KilnBackendOptions, ChainsKeepsFirstSetOrderAndReplacesRepeats) {
                      .setExpectFrequentReshapes(true)
                      .setComputeUnit(ComputeUnit::CPU_AND_GPU)
                      .setShareMultifunctionModel(false)
-                     .setCacheDirectory("cache");
+                     .setCacheDirectory("cache")
+                     .setWinograd(false);
   EXPECT_EQ(options_of(builder),
             (std::vector<BackendOption>{{"compute_unit", std::string("cpu_and_gpu")},
                                         {"num_threads", int64_t{2}},
                                         {"expect_frequent_reshapes", true},
                                         {"share_multifunction_model", false},
-                                        {"cache_dir", std::string("cache")}}));
+                                        {"cache_dir", std::string("cache")},
+                                        {"winograd", false}}));
 }
 
 TEST(KilnBackendOptions, UnsetOptionsAreAbsent) {
@@ -149,7 +151,8 @@ TEST(KilnBackendOptions, InitSeesEveryOptionOfTheBuilder) {
                                   .setExpectFrequentReshapes(true)
                                   .setShareMultifunctionModel(true)
                                   .setCacheDirectory("")
-                                  .setNumThreads(3))
+                                  .setNumThreads(3)
+                                  .setWinograd(false))
                   .ok());
   OnePackage named_data(package_of(matmul_add_relu(2)));
   runtime::BackendInitContext context("forward", "forward_0", map.get_options("KilnBackend"),
@@ -165,6 +168,7 @@ TEST(KilnBackendOptions, InitSeesEveryOptionOfTheBuilder) {
   EXPECT_TRUE(config.share_multifunction_model);
   EXPECT_EQ(config.cache_dir, "");
   EXPECT_EQ(config.num_threads, 3);
+  EXPECT_FALSE(config.winograd);
   backend.destroy(*handle);
 }
 
