@@ -110,7 +110,10 @@ class MultifunctionEndToEnd : public ::testing::Test {
     fs::create_directories(dir_);
     std::ofstream(dir_ / "prefill.onnx", std::ios::binary) << transformer_model();
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    engine::wait_for_background_stores();  // a miss writes its entries in the background
+    fs::remove_all(dir_);
+  }
 
   std::string write(const std::vector<uint8_t>& bytes, const std::string& name) {
     fs::path p = dir_ / name;

@@ -155,6 +155,20 @@ bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr
 runtime::Result<std::vector<runtime::Tensor>> weight_tensors(const ir::Model& model,
                                                              const CompileOptions& options);
 
+/// Checks (`options.verify_weight`, when set) every weight `graph` reads directly: all but
+/// those used only as input 1 of top-level Conv, MatMul and Gemm nodes, which the oneDNN ops
+/// only pack (`cpu::OpDesc::verify_constant` checks them then). Errors: the check's.
+runtime::Status verify_read_weights(const ir::Model& model, const ir::Graph& graph,
+                                    const CompileOptions& options);
+/// Checks (`options.verify_weight`, when set) the weights among `node`'s inputs, before a
+/// reference kernel reads them. Errors: the check's.
+runtime::Status verify_node_weights(const ir::Graph& graph, const ir::Node& node,
+                                    const CompileOptions& options);
+
+/// Gives every oneDNN step of `impl` one scratchpad (`impl.scratchpad`), as large as the largest
+/// any needs: the steps run one at a time. Errors: OutOfMemory when it cannot be allocated.
+runtime::Status share_scratchpad(CompiledFunctionImpl& impl);
+
 /// The longest fusable chain after node `anchor`, or empty when nothing fuses.
 std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anchor);
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 namespace kiln::engine::compile {
 
@@ -41,7 +40,7 @@ class Builder {
       const std::vector<std::vector<int64_t>>& input_sizes) {
     impl_->name = graph_.name;
     impl_->packed = options_.packed;
-    KILN_RETURN_IF_ERROR(verify_read_weights());
+    KILN_RETURN_IF_ERROR(verify_read_weights(model_, graph_, options_));
     make_slots();
     KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, input_sizes));
     for (size_t v = 0; v < sizes.size(); ++v) {
@@ -253,46 +252,9 @@ class Builder {
     }
   }
 
-  // Checks the weights this function reads directly (CompileOptions::verify_weight); a weight
-  // it only packs (input 1 of Conv, MatMul and Gemm) is checked by the packing, if it runs.
-  Status verify_read_weights() {
-    if (!options_.verify_weight) return Status();
-    enum Use : uint8_t { None, Packed, Read };
-    std::vector<uint8_t> use(model_.weights.size(), None);
-    auto mark = [&](int value, bool packed) {
-      if (value < 0) return;
-      int w = graph_.values[static_cast<size_t>(value)].weight;
-      if (w >= 0) use[w] = packed && use[w] != Read ? Packed : Read;
-    };
-    std::function<void(const std::vector<ir::Node>&, bool)> walk =
-        [&](const std::vector<ir::Node>& nodes, bool top) {
-          for (const ir::Node& node : nodes) {
-            bool packs = top && (node.op == "Conv" || node.op == "MatMul" || node.op == "Gemm");
-            for (size_t i = 0; i < node.inputs.size(); ++i) mark(node.inputs[i], packs && i == 1);
-            for (const ir::Attribute& a : node.attributes) {
-              if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
-                if (ref->weight >= 0) use[ref->weight] = Read;
-              }
-            }
-            for (const ir::Region& region : node.regions) walk(region.nodes, false);
-          }
-        };
-    walk(graph_.nodes, true);
-    for (int output : graph_.outputs) mark(output, false);
-    for (size_t w = 0; w < use.size(); ++w) {
-      if (use[w] == Read) KILN_RETURN_IF_ERROR(options_.verify_weight(w));
-    }
-    return Status();
-  }
-
   // Checks the weights among `node`'s inputs before a reference kernel reads them.
   Status verify_inputs(const ir::Node& node) {
-    if (!options_.verify_weight) return Status();
-    for (int input : node.inputs) {
-      int w = input >= 0 ? graph_.values[static_cast<size_t>(input)].weight : -1;
-      if (w >= 0) KILN_RETURN_IF_ERROR(options_.verify_weight(static_cast<size_t>(w)));
-    }
-    return Status();
+    return verify_node_weights(graph_, node, options_);
   }
 
   void count_uses() {
@@ -520,20 +482,7 @@ Status Builder::plan_memory() {
     s.offset = slot(a.within).offset + a.offset;
     s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
   }
-  // One scratchpad for every oneDNN step: the steps run one at a time.
-  for (const Step& step : impl_->steps) {
-    if (step.cpu_op != nullptr) {
-      impl_->scratchpad_bytes = std::max(impl_->scratchpad_bytes, step.cpu_op->scratchpad_bytes());
-    }
-  }
-  if (impl_->scratchpad_bytes > 0) {
-    KILN_ASSIGN_OR_RETURN(impl_->scratchpad, runtime::allocate_bulk(impl_->scratchpad_bytes));
-    for (Step& step : impl_->steps) {
-      if (step.cpu_op != nullptr && step.cpu_op->scratchpad_bytes() > 0) {
-        step.cpu_op->use_scratchpad(impl_->scratchpad.get());
-      }
-    }
-  }
+  KILN_RETURN_IF_ERROR(share_scratchpad(*impl_));
   // Slot tensors are final: point the oneDNN steps at them.
   for (Step& step : impl_->steps) {
     if (step.cpu_op == nullptr) continue;

@@ -6,6 +6,7 @@
 #include <kiln/backends/kiln/kiln_backend_options.h>
 #include <kiln/backends/kiln/test/kiln_test_programs.h>
 #include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/loader/model_loader.h>
 #include <kiln/runtime/backend/named_data.h>
 
@@ -70,7 +71,10 @@ class KilnCompileSpecs : public ::testing::Test {
                .string();
     std::filesystem::remove_all(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override {
+    engine::wait_for_background_stores();  // a miss writes its entry in the background
+    std::filesystem::remove_all(dir_);
+  }
 
   LoadBackendOptionsMap options(std::optional<bool> reshapes = std::nullopt) const {
     KilnBackendOptions builder;

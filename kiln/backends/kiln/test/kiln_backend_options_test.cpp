@@ -342,6 +342,7 @@ class TemporaryDirectory {
     std::filesystem::create_directories(path_);
   }
   ~TemporaryDirectory() {
+    engine::wait_for_background_stores();  // a miss writes its entry in the background
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }

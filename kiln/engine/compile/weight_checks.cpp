@@ -1,0 +1,69 @@
+// Weight checks on first use (CompileOptions::verify_weight) and the shared scratchpad of a
+// compiled function's oneDNN steps.
+#include <kiln/engine/compile/function_plan.h>
+
+#include <algorithm>
+#include <functional>
+
+namespace kiln::engine::compile {
+
+using runtime::Status;
+
+Status verify_read_weights(const ir::Model& model, const ir::Graph& graph,
+                           const CompileOptions& options) {
+  if (!options.verify_weight) return Status();
+  enum Use : uint8_t { None, Packed, Read };
+  std::vector<uint8_t> use(model.weights.size(), None);
+  auto mark = [&](int value, bool packed) {
+    if (value < 0) return;
+    int w = graph.values[static_cast<size_t>(value)].weight;
+    if (w >= 0) use[w] = packed && use[w] != Read ? Packed : Read;
+  };
+  std::function<void(const std::vector<ir::Node>&, bool)> walk =
+      [&](const std::vector<ir::Node>& nodes, bool top) {
+        for (const ir::Node& node : nodes) {
+          bool packs = top && (node.op == "Conv" || node.op == "MatMul" || node.op == "Gemm");
+          for (size_t i = 0; i < node.inputs.size(); ++i) mark(node.inputs[i], packs && i == 1);
+          for (const ir::Attribute& a : node.attributes) {
+            if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
+              if (ref->weight >= 0) use[ref->weight] = Read;
+            }
+          }
+          for (const ir::Region& region : node.regions) walk(region.nodes, false);
+        }
+      };
+  walk(graph.nodes, true);
+  for (int output : graph.outputs) mark(output, false);
+  for (size_t w = 0; w < use.size(); ++w) {
+    if (use[w] == Read) KILN_RETURN_IF_ERROR(options.verify_weight(w));
+  }
+  return Status();
+}
+
+Status verify_node_weights(const ir::Graph& graph, const ir::Node& node,
+                           const CompileOptions& options) {
+  if (!options.verify_weight) return Status();
+  for (int input : node.inputs) {
+    int w = input >= 0 ? graph.values[static_cast<size_t>(input)].weight : -1;
+    if (w >= 0) KILN_RETURN_IF_ERROR(options.verify_weight(static_cast<size_t>(w)));
+  }
+  return Status();
+}
+
+Status share_scratchpad(CompiledFunctionImpl& impl) {
+  for (const Step& step : impl.steps) {
+    if (step.cpu_op != nullptr) {
+      impl.scratchpad_bytes = std::max(impl.scratchpad_bytes, step.cpu_op->scratchpad_bytes());
+    }
+  }
+  if (impl.scratchpad_bytes == 0) return Status();
+  KILN_ASSIGN_OR_RETURN(impl.scratchpad, runtime::allocate_bulk(impl.scratchpad_bytes));
+  for (Step& step : impl.steps) {
+    if (step.cpu_op != nullptr && step.cpu_op->scratchpad_bytes() > 0) {
+      step.cpu_op->use_scratchpad(impl.scratchpad.get());
+    }
+  }
+  return Status();
+}
+
+}  // namespace kiln::engine::compile
