@@ -154,6 +154,19 @@ Result<std::unique_ptr<CpuOp>> MatMulOp::create(const OpDesc& desc, bool gemm) {
     for (size_t i = 0; i + 2 < rank; ++i) d2[i] = std::max(a2[i], b2[i]);
     d2[rank - 2] = a2[rank - 2];
     d2[rank - 1] = b2[rank - 1];
+    // Constant weights without batch dims ([..., M, K] x [K, N]): one 2-D product of all rows,
+    // [rows, K] x [K, N]. oneDNN then packs the weights into its blocked 2-D layouts; for a
+    // batch of ones it keeps them plain and runs a single row (a decode step) 3 to 4 x slower.
+    bool batched_weights = false;
+    for (size_t i = 0; i + 2 < rank; ++i) batched_weights |= b2[i] != 1;
+    if (rank > 2 && !batched_weights && input_constant(desc, 1) != nullptr) {
+      int64_t rows = 1;
+      for (size_t i = 0; i + 1 < rank; ++i) rows *= d2[i];
+      a2 = {rows, a2[rank - 1]};
+      b2 = {b2[rank - 2], b2[rank - 1]};
+      d2 = {rows, d2[rank - 1]};
+      rank = 2;
+    }
     op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, *shape}};
     std::optional<memory::desc> bias_md;
     if (has_third) {

@@ -179,7 +179,7 @@ std::vector<std::string> LoadedModel::function_names() const {
 
 namespace {
 
-constexpr char kEngineVersion[] = "kiln-engine 2";
+constexpr char kEngineVersion[] = "kiln-engine 3";
 
 struct StaticFunction {
   std::string name;

@@ -27,7 +27,9 @@ TEST(DnnlMatMul, MatchesReferenceOverShapesBiasAndPostOps) {
   struct Shapes { std::vector<int64_t> a, b; };
   const std::vector<Shapes> shapes = {{{4, 8}, {8, 5}},       {{1, 64}, {64, 33}},
                                       {{3, 4, 8}, {8, 5}},    {{2, 1, 4, 8}, {3, 8, 5}},
-                                      {{3, 4, 8}, {3, 8, 5}}, {{8}, {8, 5}}};
+                                      {{3, 4, 8}, {3, 8, 5}}, {{8}, {8, 5}},
+                                      // Weights without batch dims: one 2-D product of all rows.
+                                      {{1, 1, 64}, {64, 33}}, {{2, 3, 4, 8}, {1, 8, 5}}};
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {}, {{PostOpKind::Relu}}, {{PostOpKind::Gelu}}, {{PostOpKind::Sigmoid}},
       {{PostOpKind::Tanh}}, {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
