@@ -149,8 +149,9 @@ function main() {
     const base = weightsMiB + activations;
     console.log(`${args.gpt} prefill (seq ${seq}) + decode (past ${past}), one process each, ` +
                 `median of ${args.runs}; weights (one copy, the shared package): ` +
-                `${fmt(weightsMiB)} MiB; activations (kiln's arenas + inputs and outputs): ` +
-                `${fmt(activations)} MiB; program ${fmt(statSync(program).size / (1 << 20))} MiB\n`);
+                `${fmt(weightsMiB)} MiB; activations (kiln's planned memory, arenas, scratchpads, ` +
+                `inputs and outputs): ${fmt(activations)} MiB; ` +
+                `program ${fmt(statSync(program).size / (1 << 20))} MiB\n`);
     console.log('| setup | peak RSS (MiB) | growth over start (MiB) | growth / ORT | ' +
                 'growth / weights | growth / (weights + activations) |');
     console.log('|---|---:|---:|---:|---:|---:|');
