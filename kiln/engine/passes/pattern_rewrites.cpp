@@ -19,7 +19,7 @@ class Rewriter {
     size_t rewrites = 0;
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (removed_.size() > n && removed_[n]) continue;
-      if (gelu(n) || reciprocal(n)) ++rewrites;
+      if (gelu(n) || reciprocal(n) || square(n)) ++rewrites;
     }
     std::vector<ir::Node> kept;
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
@@ -199,6 +199,20 @@ class Rewriter {
     consumer_.push_back(static_cast<int>(n));
     div.op = "Mul";
     div.inputs[1] = reciprocal;
+    return true;
+  }
+
+  // Pow(x, 2) with x f32 and 2 a constant f32 scalar → Mul(x, x): exact (x * x is powf(x, 2)
+  // correctly rounded), and a oneDNN op instead of a call to powf per element.
+  bool square(size_t n) {
+    ir::Node& pow = graph_.nodes[n];
+    if (pow.op != "Pow" || pow.inputs.size() != 2 || pow.outputs.size() != 1) return false;
+    auto c = scalar(pow.inputs[1]);
+    if (!c || *c != 2.0f || pow.inputs[0] < 0) return false;
+    const ir::Value& x = graph_.values[static_cast<size_t>(pow.inputs[0])];
+    if (x.type.dtype != runtime::ScalarType::Float32) return false;
+    pow.op = "Mul";
+    pow.inputs[1] = pow.inputs[0];
     return true;
   }
 

@@ -11,7 +11,9 @@ namespace kiln::engine::passes {
 /// - GELU (erf form) as exporters write it: `x * 0.5 * (1 + erf(x / sqrt(2)))` with the two
 ///   multiplications in either order, or `x * (1 / sqrt(2))` inside the erf → `Gelu(x)`;
 /// - a division by a constant float scalar → a multiplication by its reciprocal (within an ulp;
-///   oneDNN runs Mul, and fuses it).
+///   oneDNN runs Mul, and fuses it);
+/// - `Pow(x, 2)` with f32 `x` and the exponent a constant f32 scalar exactly 2 → `Mul(x, x)`
+///   (exact; no powf per element).
 /// Intermediate values must be read by the pattern only (not by other nodes, regions or the
 /// graph's outputs); constants must be f32 scalars (one element) within 1e-6 of the value.
 /// Returns how many patterns were rewritten. Never fails: what does not match is left as is.

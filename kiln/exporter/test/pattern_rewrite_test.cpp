@@ -1,5 +1,6 @@
 // engine::passes::rewrite_patterns through the importer: erf GELU in each order exporters write
-// it becomes one Gelu, a division by a constant scalar a multiplication; results are unchanged.
+// it becomes one Gelu, a division by a constant scalar a multiplication, a square by Pow a
+// product; results are unchanged.
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/onnx/onnx_importer.h>
 #include <kiln/exporter/test/onnx_model_builder.h>
@@ -123,6 +124,23 @@ TEST(PatternRewrites, DivisionByAConstantScalarBecomesAMultiplication) {
   std::vector<float> y = run_model(*model, {8, 16, -4, 0, 1, 2});
   EXPECT_EQ(y[0], INFINITY);
   EXPECT_EQ(y[2], -INFINITY);
+}
+
+TEST(PatternRewrites, SquareByPowBecomesAMultiplication) {
+  OnnxModelBuilder b;
+  b.input("x", kF32, {2, 3}).output("y", kF32, {2, 3});
+  b.initializer_f32("two", {}, {2.0f});
+  b.initializer_f32("three", {}, {3.0f});
+  b.node("Pow", {"x", "two"}, {"s"});
+  b.node("Pow", {"s", "three"}, {"y"});  // another exponent: left as a power
+  auto model = import_onnx(b.bytes(), "pow.onnx");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(ops(*model), (std::vector<std::string>{"Mul", "Pow"}));
+  const std::vector<float> x = {1.5f, -2.0f, 0.0f, -0.25f, 3.0f, 1e-20f};
+  std::vector<float> y = run_model(*model, x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(y[i], std::pow(std::pow(x[i], 2.0f), 3.0f)) << "x = " << x[i];
+  }
 }
 
 }  // namespace
