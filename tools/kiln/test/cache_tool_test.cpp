@@ -3,6 +3,7 @@
 
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/ir/graph.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/testing/program_builder.h>
 #include <tools/kiln/cache_tool.h>
@@ -102,7 +103,11 @@ class CacheToolTest : public ::testing::Test {
     fs::create_directories(root_);
     dir_ = (root_ / "cache").string();
   }
-  void TearDown() override { fs::remove_all(root_); }
+  void TearDown() override {
+    engine::wait_for_background_stores();  // a cache miss writes its entry in the background
+    std::error_code ignored;
+    fs::remove_all(root_, ignored);
+  }
 
   // Stores an entry of `model_hash` with a payload of `size` bytes.
   void store(uint64_t model_hash, const std::string& specialization, size_t size) {

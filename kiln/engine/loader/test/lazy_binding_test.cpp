@@ -3,6 +3,7 @@
 #include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/specialization/devices.h>
 
 #include <filesystem>
@@ -71,7 +72,11 @@ struct TempDir {
       : path(std::filesystem::path(::testing::TempDir()) / ("kiln_lazy_" + name)) {
     std::filesystem::remove_all(path);
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    wait_for_background_stores();
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
   std::filesystem::path path;
 };
 

@@ -3,6 +3,7 @@
 // package's copies, while every weight that is read is still checked against its hash.
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 
@@ -47,7 +48,11 @@ struct TempDir {
       : path(std::filesystem::path(::testing::TempDir()) / ("kiln_weight_check_" + name)) {
     std::filesystem::remove_all(path);
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    wait_for_background_stores();
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
   std::filesystem::path path;
 };
 
@@ -64,7 +69,7 @@ runtime::Result<Buffer> run(LoadedModel& model) {
 }
 
 runtime::Result<std::shared_ptr<LoadedModel>> load(const package::PackageView& view,
-                                          cache::ModelCache* cache) {
+                                                   cache::ModelCache* cache) {
   return ModelLoader::load(view, cpu_only(), cache, compile::CompileOptions{});
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <kiln/engine/loader/background_stores.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,6 +25,7 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
+    engine::wait_for_background_stores();  // a KilnBackend cache miss writes in the background
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

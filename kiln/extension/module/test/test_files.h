@@ -1,5 +1,6 @@
 #pragma once
 
+#include <kiln/engine/loader/background_stores.h>
 #include <kiln/testing/program_builder.h>
 
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
+    engine::wait_for_background_stores();  // a KilnBackend cache miss writes in the background
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }
