@@ -47,6 +47,9 @@ struct KilnDelegate {
   // The (function, shapes) pairs bound at init: the manifest's enumerated functions, or its
   // function when all its inputs are static. Empty: bind the function on demand per shape.
   std::vector<std::pair<std::string, Shapes>> to_bind;
+  // The function when its inputs are symbolic (bound per shape on demand): with
+  // expect_frequent_reshapes its shape-generic plan is built at init.
+  std::string symbolic_function;
 
   std::mutex mutex;  // one execution at a time: sessions and the call's arguments
   SessionTable sessions;
@@ -169,6 +172,7 @@ Status check_function(KilnDelegate& delegate) {
     auto sizes = graph->values[static_cast<size_t>(index)].type.static_sizes();
     if (!sizes) {
       delegate.sessions = SessionTable(/*closed=*/false);
+      delegate.symbolic_function = name;
       return Status();
     }
     static_shapes.push_back(std::move(*sizes));
@@ -259,6 +263,12 @@ Status check_enumerated(KilnDelegate& delegate) {
 // shapes cost nothing until called (as Core ML prepares enumerated shapes other than the
 // default on first use).
 Status bind_sessions(KilnDelegate& delegate) {
+  if (!delegate.symbolic_function.empty()) {
+    // With expect_frequent_reshapes: one shape-generic plan, ready before the first call.
+    Status prepared = delegate.model->prepare(delegate.symbolic_function);
+    if (!prepared.ok())
+      return prepared.with_context("prepare function '" + delegate.symbolic_function + "'");
+  }
   bool first = true;
   for (const auto& [function, shapes] : delegate.to_bind) {
     auto session = delegate.model->bind(function, shapes);
@@ -269,8 +279,8 @@ Status bind_sessions(KilnDelegate& delegate) {
     if (first) {
       auto built = session->function();
       if (!built.ok()) {
-        return built.status().with_context("build function '" + function +
-                                           "' for input shapes " + shapes_to_string(shapes));
+        return built.status().with_context("build function '" + function + "' for input shapes " +
+                                           shapes_to_string(shapes));
       }
       first = false;
     }

@@ -1,5 +1,6 @@
 // The run-time half of a compiled function: steps over slots, input/output checks.
 #include <kiln/engine/compile/function_plan.h>
+#include <kiln/engine/compile/shape_resolution.h>
 #include <kiln/engine/compile/step_profile.h>
 
 #include <atomic>
@@ -24,8 +25,11 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
   if (bytes > tensor.capacity_bytes() || tensor.data() == nullptr) {
     for (auto& slot : slots) {
       if (&slot->value != &value) continue;
-      // Grow geometrically so a slowly growing shape does not allocate on every call.
-      slot->storage.resize(std::max<size_t>({bytes, slot->storage.size() * 2, 64}));
+      // Grow geometrically so a slowly growing shape does not allocate on every call. The old
+      // bytes are not kept: the kernel writes the value after sizing it.
+      size_t grown = std::max<size_t>({bytes, slot->storage.size() * 2, 64});
+      decltype(slot->storage)().swap(slot->storage);
+      slot->storage.resize(grown);
       tensor.set_data(slot->storage.data(), slot->storage.size());
       ++dynamic_allocations;
       break;
@@ -67,10 +71,29 @@ Result<Step> make_reference_step(CompiledFunctionImpl& impl, const ir::Node& nod
   return step;
 }
 
+namespace {
+
+// A run-time-shape MatMul: its result slot (Dynamic) is sized for this run's input first.
+Status run_runtime_matmul(CompiledFunctionImpl& impl, Step& step) {
+  const Tensor& a = impl.slots[static_cast<size_t>(step.inputs[0])]->tensor();
+  const Tensor* b = step.runtime_matmul->constant_b()
+                        ? nullptr
+                        : &impl.slots[static_cast<size_t>(step.inputs[1])]->tensor();
+  EValue& out = impl.slots[static_cast<size_t>(step.outputs[0])]->value;
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                        step.runtime_matmul->output_sizes(
+                            a.sizes(), b != nullptr ? b->sizes() : Span<const int64_t>()));
+  KILN_RETURN_IF_ERROR(impl.resize(out, sizes));
+  return step.runtime_matmul->run(a, b, out.to_tensor());
+}
+
+}  // namespace
+
 Status run_step(CompiledFunctionImpl& impl, Step& step) {
   Status status = step.cpu_op != nullptr ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
-                                         : step.kernel(*step.context, step.ref_inputs,
-                                                       step.ref_outputs, step.attributes);
+                  : step.runtime_matmul != nullptr ? run_runtime_matmul(impl, step)
+                                                   : step.kernel(*step.context, step.ref_inputs,
+                                                                 step.ref_outputs, step.attributes);
   if (status.ok()) return status;
   return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op + ")");
 }
@@ -149,6 +172,7 @@ const std::vector<PlacementEntry>& CompiledFunction::placement() const { return 
 uint64_t CompiledFunction::arena_bytes() const { return impl_->arena_bytes; }
 uint64_t CompiledFunction::scratchpad_bytes() const { return impl_->scratchpad_bytes; }
 bool CompiledFunction::is_static() const { return impl_->is_static; }
+bool CompiledFunction::is_generic() const { return impl_->generic; }
 uint64_t CompiledFunction::num_dynamic_allocations() const { return impl_->dynamic_allocations; }
 
 namespace {
@@ -170,6 +194,7 @@ Status check_inputs(const CompiledFunctionImpl& impl, Span<const Tensor* const> 
                     subject + " has dtype " + std::string(runtime::to_string(t->dtype())) +
                         " (expected " + std::string(runtime::to_string(slot.dtype)) + ")");
     }
+    if (impl.generic) continue;  // shapes: checked together below
     const std::vector<int64_t>& expected = impl.input_sizes[i];
     if (!std::equal(t->sizes().begin(), t->sizes().end(), expected.begin(), expected.end())) {
       return Status(Error::InvalidArgument, subject + " has shape " +
@@ -179,6 +204,18 @@ Status check_inputs(const CompiledFunctionImpl& impl, Span<const Tensor* const> 
     }
     if (!t->is_contiguous() || (t->data() == nullptr && t->numel() > 0)) {
       return Status(Error::InvalidArgument, subject + " is not a contiguous tensor with data");
+    }
+  }
+  if (impl.generic) {
+    std::vector<std::vector<int64_t>> sizes;
+    for (const Tensor* t : inputs) sizes.emplace_back(t->sizes().begin(), t->sizes().end());
+    Status fits = check_input_sizes(*impl.graph, sizes);
+    if (!fits.ok()) {
+      // "specialize function 'f': input 'x' has shape ..." → "run function 'f': input ...".
+      std::string message = fits.message();
+      const std::string prefix = "specialize function '" + impl.name + "': ";
+      if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+      return Status(fits.code(), action + " (shape-generic): " + message);
     }
   }
   return Status();
@@ -206,6 +243,19 @@ Status check_outputs(const CompiledFunctionImpl& impl, Span<Tensor* const> outpu
 
 }  // namespace
 
+Status CompiledFunction::accepts(const std::vector<std::vector<int64_t>>& input_sizes) const {
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < input_sizes.size() && i < impl_->inputs.size(); ++i) {
+    // Metadata only: the checks read no data (a non-empty tensor needs a pointer to pass).
+    static float stand_in = 0.0f;
+    tensors.emplace_back(impl_->slots[impl_->inputs[i]]->dtype, input_sizes[i], &stand_in);
+  }
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& t : tensors) pointers.push_back(&t);
+  if (input_sizes.size() != impl_->inputs.size()) pointers.resize(input_sizes.size(), nullptr);
+  return check_inputs(*impl_, pointers);
+}
+
 Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* const> outputs) {
   return run(inputs, outputs, OutputResizer());
 }
@@ -217,8 +267,9 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
   KILN_RETURN_IF_ERROR(check_outputs(impl, outputs));
   std::lock_guard<std::mutex> lock(run_mutex_);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    impl.slots[impl.inputs[i]]->tensor().set_data(const_cast<void*>(inputs[i]->data()),
-                                                  inputs[i]->nbytes());
+    Tensor& input = impl.slots[impl.inputs[i]]->tensor();
+    input.set_data(const_cast<void*>(inputs[i]->data()), inputs[i]->nbytes());
+    if (impl.generic) KILN_RETURN_IF_ERROR(input.resize(inputs[i]->sizes()));
   }
   KILN_RETURN_IF_ERROR(impl.execute());
   for (size_t i = 0; i < outputs.size(); ++i) {

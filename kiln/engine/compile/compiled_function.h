@@ -101,7 +101,7 @@ class CompiledFunction {
   const std::string& input_name(size_t index) const;
   const std::string& output_name(size_t index) const;
   runtime::ScalarType input_dtype(size_t index) const;
-  /// The sizes the function was compiled for.
+  /// The sizes the function was compiled for (empty for a shape-generic plan).
   const std::vector<int64_t>& input_sizes(size_t index) const;
   runtime::ScalarType output_dtype(size_t index) const;
   /// The output's sizes when known at compile time; empty optional when they depend on data.
@@ -115,6 +115,12 @@ class CompiledFunction {
   uint64_t scratchpad_bytes() const;
   /// True when every value's shape was resolved at compile time (a fully static plan).
   bool is_static() const;
+  /// True for a shape-generic plan (`specialize_generic`).
+  bool is_generic() const;
+  /// Whether `run` takes inputs of these sizes: equal to `input_sizes` for a plan specialized
+  /// for them; fitting the input types for a shape-generic plan. Errors: InvalidArgument naming
+  /// the input, the shape given and the one expected.
+  runtime::Status accepts(const std::vector<std::vector<int64_t>>& input_sizes) const;
   /// How many times run-time storage of data-dependent values grew (0 for a static plan).
   uint64_t num_dynamic_allocations() const;
 
@@ -141,6 +147,9 @@ class CompiledFunction {
   friend runtime::Result<std::unique_ptr<CompiledFunction>> specialize(
       const ir::Model&, std::string_view, const std::vector<std::vector<int64_t>>&,
       const specialization::SpecializationOptions&, const CompileOptions&);
+  friend runtime::Result<std::unique_ptr<CompiledFunction>> specialize_generic(
+      const ir::Model&, std::string_view, const specialization::SpecializationOptions&,
+      const CompileOptions&);
   explicit CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl);
 
   std::unique_ptr<CompiledFunctionImpl> impl_;
@@ -163,6 +172,20 @@ class CompiledFunction {
 runtime::Result<std::unique_ptr<CompiledFunction>> specialize(
     const ir::Model& model, std::string_view function,
     const std::vector<std::vector<int64_t>>& input_sizes,
+    const specialization::SpecializationOptions& options, const CompileOptions& compile = {});
+
+/// Compiles `function` of `model` once for every input shape its input types admit: a
+/// shape-generic plan, what `expect_frequent_reshapes` asks for (DESIGN.md §4), so a new shape
+/// costs no compilation. Constant subgraphs are folded; each MatMul by a constant 2-D weight
+/// (with its bias Add and activations fused) runs on one oneDNN primitive with run-time rows
+/// (`cpu::RuntimeMatMul`); every other step runs on the reference kernels, each value in
+/// storage that grows on demand and is kept between runs. Trade-off: no per-shape plan, kernel
+/// or memory plan is made, and the ops other than those MatMuls run slower than on a plan
+/// specialized for the shape. `run` checks each call's input shapes against the input types
+/// (rank, static dims, one size per symbol); `input_sizes(i)` is empty. The model must outlive
+/// the result. Errors: as `specialize`, but no shape errors (there are no shapes yet).
+runtime::Result<std::unique_ptr<CompiledFunction>> specialize_generic(
+    const ir::Model& model, std::string_view function,
     const specialization::SpecializationOptions& options, const CompileOptions& compile = {});
 
 }  // namespace kiln::engine::compile

@@ -3,14 +3,40 @@
 
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/runtime_matmul.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 #include <kiln/runtime/core/evalue.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 
 #include <map>
+#include <memory>
+#include <utility>
+#include <vector>
 #include <optional>
 
 namespace kiln::engine::compile {
+
+/// An allocator whose `resize` leaves new bytes uninitialized (value-initialization zeroes
+/// them, which for storage a kernel is about to write only costs time: a shape-generic plan
+/// grows such storage on its first runs).
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>& /*other*/) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 /// One value of the function at run time.
 struct Slot {
@@ -31,16 +57,22 @@ struct Slot {
   /// layout (see `propagate_layouts`). Its Tensor keeps the plain sizes.
   uint64_t native_bytes = 0;
   runtime::EValue value;         ///< Holds the Tensor steps read and write.
-  std::vector<uint8_t> storage;  ///< Dynamic values and folded constants.
+  /// Dynamic values and folded constants (new bytes are not zeroed).
+  std::vector<uint8_t, DefaultInitAllocator<uint8_t>> storage;
 
   runtime::Tensor& tensor() { return value.to_tensor(); }
 };
 
-/// One step: a oneDNN op (possibly fused) or a reference kernel call.
+/// One step: a oneDNN op (possibly fused), a run-time-shape MatMul (shape-generic plans) or a
+/// reference kernel call.
 struct Step {
   PlacementEntry placement;
   std::vector<int> inputs;   ///< Slot indices (-1: absent), as the implementation takes them.
   std::vector<int> outputs;  ///< Slot indices.
+
+  /// Shape-generic plans: reads slot `inputs[0]` (any rows), writes the Dynamic slot
+  /// `outputs[0]`, sized at each run.
+  std::unique_ptr<cpu::RuntimeMatMul> runtime_matmul;
 
   std::unique_ptr<cpu::CpuOp> cpu_op;
   std::vector<const runtime::Tensor*> cpu_inputs;
@@ -70,6 +102,10 @@ class CompiledFunctionImpl {
   runtime::AlignedBuffer scratchpad;
   uint64_t scratchpad_bytes = 0;
   bool is_static = true;
+  /// A shape-generic plan (`specialize_generic`): inputs of any shapes `graph`'s input types
+  /// admit, every computed value Dynamic.
+  bool generic = false;
+  const ir::Graph* graph = nullptr;  ///< The function (the model outlives the plan).
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;
 
@@ -171,5 +207,9 @@ runtime::Status share_scratchpad(CompiledFunctionImpl& impl);
 
 /// The longest fusable chain after node `anchor`, or empty when nothing fuses.
 std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anchor);
+/// For shape-generic plans (shapes unknown): after a MatMul by a constant 2-D B, a bias Add of
+/// a constant [N] (or [1, ..., 1, N]) and the activations that follow; no residual. Empty when
+/// nothing fuses.
+std::optional<FusionGroup> find_generic_fusion(const FusionContext& context, size_t anchor);
 
 }  // namespace kiln::engine::compile

@@ -3,6 +3,7 @@
 // result, read by that node alone and not a function output.
 #include <kiln/engine/compile/function_plan.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -126,6 +127,49 @@ std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_ind
     } else if (auto post_op = activation(c, next)) {
       group.post_ops.push_back(*post_op);
       bias_done = true;
+    } else {
+      break;
+    }
+    group.absorbed.push_back(next_index);
+    current = next.outputs[0];
+  }
+  if (group.absorbed.empty()) return std::nullopt;
+  group.output = current;
+  return group;
+}
+
+std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t anchor_index) {
+  const ir::Node& anchor = c.graph.nodes[anchor_index];
+  if (anchor.op != "MatMul" || anchor.inputs.size() != 2 || !is_constant(c, anchor.inputs[1]) ||
+      anchor.outputs.size() != 1 || anchor.outputs[0] < 0) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t>* b = static_sizes(c, anchor.inputs[1]);
+  if (b == nullptr || b->size() != 2) return std::nullopt;
+  const int64_t n = (*b)[1];
+  FusionGroup group;
+  int current = anchor.outputs[0];
+  while (c.num_uses[current] == 1 && c.consumer[current] >= 0) {
+    auto next_index = static_cast<size_t>(c.consumer[current]);
+    const ir::Node& next = c.graph.nodes[next_index];
+    if (c.absorbed[next_index] || !next.regions.empty() || next.outputs.size() != 1 ||
+        next.outputs[0] < 0 || !next.domain.empty() ||
+        c.slots[next.outputs[0]]->dtype != ScalarType::Float32) {
+      break;
+    }
+    if (next.op == "Add" && next.inputs.size() == 2 && next.inputs[0] != next.inputs[1]) {
+      int other = next.inputs[0] == current ? next.inputs[1] : next.inputs[0];
+      const std::vector<int64_t>* bias = static_sizes(c, other);
+      // A bias along the last dim only ([N] or [1, ..., 1, N]), first in the chain.
+      if (group.bias || !group.post_ops.empty() || !is_constant(c, other) || bias == nullptr ||
+          bias->empty() || bias->back() != n || c.slots[other]->dtype != ScalarType::Float32 ||
+          !std::all_of(bias->begin(), bias->end() - 1, [](int64_t d) { return d == 1; })) {
+        break;
+      }
+      group.bias = other;
+      group.bias_sizes = {n};
+    } else if (auto post_op = activation(c, next)) {
+      group.post_ops.push_back(*post_op);
     } else {
       break;
     }

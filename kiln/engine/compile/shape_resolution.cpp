@@ -71,19 +71,35 @@ Status bind_input(const ir::Graph& graph, size_t index, const std::vector<int64_
 
 }  // namespace
 
-runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes(
-    const ir::Graph& graph, const std::vector<std::vector<int64_t>>& input_sizes) {
+namespace {
+
+Status bind_inputs(const ir::Graph& graph, const std::vector<std::vector<int64_t>>& input_sizes,
+                   std::map<std::string, int64_t>& bindings) {
   if (input_sizes.size() != graph.inputs.size()) {
     return Status(Error::InvalidArgument, "specialize function '" + graph.name + "': got " +
                                               std::to_string(input_sizes.size()) +
                                               " input shapes (expected " +
                                               std::to_string(graph.inputs.size()) + ")");
   }
-  std::map<std::string, int64_t> bindings;
   std::map<std::string, std::string> bound_by;
   for (size_t i = 0; i < input_sizes.size(); ++i) {
     KILN_RETURN_IF_ERROR(bind_input(graph, i, input_sizes[i], bindings, bound_by));
   }
+  return Status();
+}
+
+}  // namespace
+
+runtime::Status check_input_sizes(const ir::Graph& graph,
+                                  const std::vector<std::vector<int64_t>>& input_sizes) {
+  std::map<std::string, int64_t> bindings;
+  return bind_inputs(graph, input_sizes, bindings);
+}
+
+runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes(
+    const ir::Graph& graph, const std::vector<std::vector<int64_t>>& input_sizes) {
+  std::map<std::string, int64_t> bindings;
+  KILN_RETURN_IF_ERROR(bind_inputs(graph, input_sizes, bindings));
   std::vector<std::optional<std::vector<int64_t>>> sizes(graph.values.size());
   for (size_t v = 0; v < graph.values.size(); ++v) {
     const ir::TensorType& type = graph.values[v].type;

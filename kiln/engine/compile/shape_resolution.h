@@ -19,6 +19,12 @@ namespace kiln::engine::compile {
 runtime::Result<std::vector<std::optional<std::vector<int64_t>>>> resolve_shapes(
     const ir::Graph& graph, const std::vector<std::vector<int64_t>>& input_sizes);
 
+/// The input checks of `resolve_shapes` alone (count, rank, static dims, one value per input
+/// symbol), without evaluating any other value: what a shape-generic plan checks on each run.
+/// Errors: as `resolve_shapes`.
+runtime::Status check_input_sizes(const ir::Graph& graph,
+                                  const std::vector<std::vector<int64_t>>& input_sizes);
+
 /// True when `node`'s output shapes depend only on its inputs' shapes and on the values of
 /// its constant inputs (`is_constant(value)`), so one run on zeros reveals them: integer and
 /// bool inputs that are not constant may carry shapes, except where the op reads them as data

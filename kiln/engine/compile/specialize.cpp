@@ -36,17 +36,25 @@ class Builder {
         options_(options),
         impl_(std::make_unique<CompiledFunctionImpl>()) {}
 
+  /// Builds the plan for `input_sizes`, or (nullopt) a shape-generic one: no value but the
+  /// constants has a known shape, so every step is placed for any shape.
   Result<std::unique_ptr<CompiledFunctionImpl>> build(
-      const std::vector<std::vector<int64_t>>& input_sizes) {
+      const std::optional<std::vector<std::vector<int64_t>>>& input_sizes) {
     impl_->name = graph_.name;
     impl_->packed = options_.packed;
+    impl_->graph = &graph_;
     KILN_RETURN_IF_ERROR(verify_read_weights(model_, graph_, options_));
     make_slots();
-    KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, input_sizes));
-    for (size_t v = 0; v < sizes.size(); ++v) {
-      if (impl_->slots[v]->kind != Slot::Kind::Constant) impl_->slots[v]->sizes = sizes[v];
+    if (input_sizes) {
+      KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, *input_sizes));
+      for (size_t v = 0; v < sizes.size(); ++v) {
+        if (impl_->slots[v]->kind != Slot::Kind::Constant) impl_->slots[v]->sizes = sizes[v];
+      }
+      impl_->input_sizes = *input_sizes;
+    } else {
+      impl_->generic = true;
+      impl_->input_sizes.assign(graph_.inputs.size(), {});
     }
-    impl_->input_sizes = input_sizes;
     folded_.assign(graph_.nodes.size(), false);
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       KILN_ASSIGN_OR_RETURN(folded_[n], fold(graph_.nodes[n]));
@@ -253,9 +261,7 @@ class Builder {
   }
 
   // Checks the weights among `node`'s inputs before a reference kernel reads them.
-  Status verify_inputs(const ir::Node& node) {
-    return verify_node_weights(graph_, node, options_);
-  }
+  Status verify_inputs(const ir::Node& node) { return verify_node_weights(graph_, node, options_); }
 
   void count_uses() {
     num_uses_.assign(impl_->slots.size(), 0);
@@ -283,6 +289,8 @@ class Builder {
   }
 
   Status place(size_t n);
+  Result<std::unique_ptr<cpu::RuntimeMatMul>> try_runtime_matmul(size_t n, Step& step,
+                                                                 std::string& why);
   Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node, const FusionGroup* group,
                                                  Step& step, std::string& why);
   Status plan_memory();
@@ -383,6 +391,85 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   return op;
 }
 
+// A MatMul of a shape-generic plan by a constant 2-D B, with the bias Add and activations
+// that follow it fused (`find_generic_fusion`), on a cpu::RuntimeMatMul.
+Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n, Step& step,
+                                                                        std::string& why) {
+  const ir::Node& node = graph_.nodes[n];
+  if (node.inputs.size() != 2 || node.inputs[0] < 0 || node.inputs[1] < 0 ||
+      node.outputs.size() != 1 || node.outputs[0] < 0 ||
+      slot(node.inputs[0]).dtype != ScalarType::Float32 ||
+      slot(node.inputs[1]).dtype != ScalarType::Float32) {
+    why = "shape known only at run time (a run-time-shape MatMul takes two f32 inputs)";
+    return Status(Error::NotSupported, why);
+  }
+  cpu::OpDesc desc;
+  desc.op = node.op;
+  desc.num_threads = options_.num_threads;
+  desc.packed = options_.packed.get();
+  if (slot(node.inputs[1]).kind != Slot::Kind::Constant) {
+    // Both computed (attention's products): a primitive per rank, made at run time.
+    desc.inputs = {cpu::TensorDesc{ScalarType::Float32, {}},
+                   cpu::TensorDesc{ScalarType::Float32, {}}};
+    auto op = cpu::RuntimeMatMul::create(desc);
+    if (!op.ok()) {
+      why =
+          "shape known only at run time; no run-time-shape oneDNN MatMul: " + op.status().message();
+      return op.status();
+    }
+    step.inputs = node.inputs;
+    step.outputs = node.outputs;
+    step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {}, (*op)->describe()};
+    return op;
+  }
+  std::optional<FusionGroup> group;
+  if (options_.fuse) {
+    FusionContext context{graph_, impl_->slots, num_uses_, consumer_, producer_, absorbed_};
+    group = find_generic_fusion(context, n);
+  }
+  std::vector<int> inputs = node.inputs;
+  const Tensor& b = slot(node.inputs[1]).tensor();
+  desc.inputs = {cpu::TensorDesc{ScalarType::Float32, {}},
+                 cpu::TensorDesc{b.dtype(), {b.sizes().begin(), b.sizes().end()}}};
+  desc.constants = {nullptr, &b};
+  int weight = graph_.values[static_cast<size_t>(node.inputs[1])].weight;
+  desc.constant_hashes = {
+      0, weight >= 0 ? model_.weights[static_cast<size_t>(weight)].content_hash : 0};
+  if (group && group->bias) {
+    const Tensor& bias = slot(*group->bias).tensor();
+    step.views.push_back(
+        std::make_unique<Tensor>(bias.dtype(), group->bias_sizes, const_cast<void*>(bias.data())));
+    desc.inputs.push_back(cpu::TensorDesc{bias.dtype(), group->bias_sizes});
+    desc.constants.push_back(step.views.back().get());
+    desc.constant_hashes.push_back(0);
+    inputs.push_back(*group->bias);
+  }
+  if (group) desc.post_ops = group->post_ops;
+  if (options_.verify_weight) {
+    desc.verify_constant = [this, inputs](size_t input) -> Status {
+      int v = input < inputs.size() ? inputs[input] : -1;
+      int w = v >= 0 ? graph_.values[static_cast<size_t>(v)].weight : -1;
+      return w >= 0 ? options_.verify_weight(static_cast<size_t>(w)) : Status();
+    };
+  }
+  auto op = cpu::RuntimeMatMul::create(desc);
+  if (!op.ok()) {
+    why = "shape known only at run time; no run-time-shape oneDNN MatMul: " + op.status().message();
+    return op.status();
+  }
+  KILN_RETURN_IF_ERROR((*op)->warm_up().with_context("specialize node '" + node.name + "'"));
+  step.inputs = inputs;
+  step.outputs = {group ? group->output : node.outputs[0]};
+  step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {}, (*op)->describe()};
+  if (group) {
+    for (size_t a : group->absorbed) {
+      absorbed_[a] = true;
+      step.placement.fused.push_back(describe_node(graph_.nodes[a]));
+    }
+  }
+  return op;
+}
+
 Status Builder::place(size_t n) {
   const ir::Node& node = graph_.nodes[n];
   std::string why = "no oneDNN implementation";
@@ -416,6 +503,15 @@ Status Builder::place(size_t n) {
     }
   } else {
     why = "shape known only at run time";
+    if (impl_->generic && node.op == "MatMul") {
+      Step step;
+      auto op = try_runtime_matmul(n, step, why);
+      if (op.ok()) {
+        step.runtime_matmul = std::move(*op);
+        impl_->steps.push_back(std::move(step));
+        return Status();
+      }
+    }
   }
   KILN_RETURN_IF_ERROR(verify_inputs(node));
   KILN_ASSIGN_OR_RETURN(Step step, make_reference_step(*impl_, node, weights_, outputs_of(node)));
@@ -449,7 +545,10 @@ Status Builder::plan_memory() {
   for (size_t v = 0; v < impl_->slots.size(); ++v) {
     Slot& s = *impl_->slots[v];
     if (s.kind == Slot::Kind::Input) {
-      s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, nullptr));
+      // A shape-generic plan's inputs take their sizes at each run.
+      s.value = s.sizes
+                    ? runtime::EValue(Tensor(s.dtype, *s.sizes, nullptr))
+                    : runtime::EValue(Tensor(s.dtype, {}, nullptr, ShapeDynamism::Unbounded, 0));
       continue;
     }
     if (s.kind == Slot::Kind::Constant || first[v] < 0) continue;
@@ -499,9 +598,11 @@ Status Builder::plan_memory() {
 
 }  // namespace
 
-Result<std::unique_ptr<CompiledFunction>> specialize(
+namespace {
+
+Result<std::unique_ptr<CompiledFunctionImpl>> build_function(
     const ir::Model& model, std::string_view function,
-    const std::vector<std::vector<int64_t>>& input_sizes,
+    const std::optional<std::vector<std::vector<int64_t>>>& input_sizes,
     const specialization::SpecializationOptions& options, const CompileOptions& compile) {
   const std::string action = "specialize function '" + std::string(function) + "'";
   if (!options.allows(ComputeKind::Cpu)) {
@@ -528,7 +629,24 @@ Result<std::unique_ptr<CompiledFunction>> specialize(
     if (message.rfind("specialize", 0) == 0) return impl.status();
     return impl.status().with_context(action);
   }
-  return std::unique_ptr<CompiledFunction>(new CompiledFunction(std::move(*impl)));
+  return impl;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CompiledFunction>> specialize(
+    const ir::Model& model, std::string_view function,
+    const std::vector<std::vector<int64_t>>& input_sizes,
+    const specialization::SpecializationOptions& options, const CompileOptions& compile) {
+  KILN_ASSIGN_OR_RETURN(auto impl, build_function(model, function, input_sizes, options, compile));
+  return std::unique_ptr<CompiledFunction>(new CompiledFunction(std::move(impl)));
+}
+
+Result<std::unique_ptr<CompiledFunction>> specialize_generic(
+    const ir::Model& model, std::string_view function,
+    const specialization::SpecializationOptions& options, const CompileOptions& compile) {
+  KILN_ASSIGN_OR_RETURN(auto impl, build_function(model, function, std::nullopt, options, compile));
+  return std::unique_ptr<CompiledFunction>(new CompiledFunction(std::move(impl)));
 }
 
 }  // namespace kiln::engine::compile

@@ -47,20 +47,32 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& sizes) {
   return text.empty() ? "()" : text;
 }
 
+// Whether every input of `graph` has a static shape.
+bool has_static_inputs(const ir::Graph& graph) {
+  for (int input : graph.inputs) {
+    if (!graph.values[static_cast<size_t>(input)].type.static_sizes()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // One function bound to one set of input shapes: built at bind, or (bound from a cache hit)
 // on first use. `ready` lets runs skip the lock once the function is built.
 struct BoundFunction {
   BoundFunction(std::string name, std::vector<std::vector<int64_t>> sizes,
-                std::optional<artifact::FunctionRecord> expected)
-      : name(std::move(name)), sizes(std::move(sizes)), expected(std::move(expected)) {}
+                std::optional<artifact::FunctionRecord> expected, bool generic = false)
+      : name(std::move(name)),
+        sizes(std::move(sizes)),
+        expected(std::move(expected)),
+        generic(generic) {}
 
   const std::string name;
-  const std::vector<std::vector<int64_t>> sizes;
+  const std::vector<std::vector<int64_t>> sizes;           // empty for a shape-generic plan
   const std::optional<artifact::FunctionRecord> expected;  // the artifact's record, on a hit
-  std::mutex mutex;                                        // serializes the build
-  std::shared_ptr<compile::CompiledFunction> compiled;     // set once, under `mutex`
+  const bool generic;  // one shape-generic plan for every shape (expect_frequent_reshapes)
+  std::mutex mutex;    // serializes the build
+  std::shared_ptr<compile::CompiledFunction> compiled;  // set once, under `mutex`
   std::atomic<compile::CompiledFunction*> ready{nullptr};
 };
 
@@ -93,10 +105,14 @@ bool Session::is_built() const { return bound_->ready.load(std::memory_order_acq
 Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) const {
   std::lock_guard<std::mutex> lock(bound.mutex);
   if (compile::CompiledFunction* built = bound.ready.load(std::memory_order_acquire)) return built;
-  auto compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  auto compiled = bound.generic
+                      ? compile::specialize_generic(model_, bound.name, options_, compile_)
+                      : compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
   if (!compiled.ok()) {
-    return compiled.status().with_context("build function '" + bound.name + "' for input shapes " +
-                                          shapes_text(bound.sizes));
+    return compiled.status().with_context("build function '" + bound.name + "' for " +
+                                          (bound.generic
+                                               ? std::string("every input shape (shape-generic)")
+                                               : "input shapes " + shapes_text(bound.sizes)));
   }
   if (bound.expected && record_of(**compiled, bound.name, bound.sizes) != *bound.expected) {
     // The entry's packed weights are found by their layouts, so the new plan is still right
@@ -115,17 +131,13 @@ Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) cons
 
 Result<Session> LoadedModel::bind(std::string_view function,
                                   const std::vector<std::vector<int64_t>>& input_sizes) {
-  Key key{std::string(function), input_sizes};
-  std::shared_ptr<BoundFunction> bound;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = bound_.find(key);
-    if (it == bound_.end()) {
-      it = bound_.emplace(key, std::make_shared<BoundFunction>(key.first, key.second, std::nullopt))
-               .first;
-    }
-    bound = it->second;
-  }
+  // With expect_frequent_reshapes, a function of symbolic inputs has one shape-generic plan,
+  // bound under no shapes, for every shape.
+  const ir::Graph* graph = model_.find_function(function);
+  bool generic =
+      options_.expect_frequent_reshapes && graph != nullptr && !has_static_inputs(*graph);
+  Key key{std::string(function), generic ? std::vector<std::vector<int64_t>>{} : input_sizes};
+  std::shared_ptr<BoundFunction> bound = entry(key, generic);
   // Not from the adopted artifact: build now, so bind reports what does not compile. A lazy
   // entry (from the artifact) is built on first use.
   if (!bound->expected) {
@@ -141,8 +153,35 @@ Result<Session> LoadedModel::bind(std::string_view function,
       }
       return built.status();
     }
+    if (generic) {
+      Status fits = (*built)->accepts(input_sizes);
+      if (!fits.ok()) return fits.with_context("bind function '" + std::string(function) + "'");
+    }
   }
   return Session(shared_from_this(), std::move(bound));
+}
+
+std::shared_ptr<BoundFunction> LoadedModel::entry(const Key& key, bool generic) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = bound_.find(key);
+  if (it == bound_.end()) {
+    it = bound_
+             .emplace(key,
+                      std::make_shared<BoundFunction>(key.first, key.second, std::nullopt, generic))
+             .first;
+  }
+  return it->second;
+}
+
+Status LoadedModel::prepare(std::string_view function) {
+  const ir::Graph* graph = model_.find_function(function);
+  if (graph == nullptr) {
+    return Status(runtime::Error::NotFound,
+                  "prepare function '" + std::string(function) + "': no such function");
+  }
+  if (!options_.expect_frequent_reshapes || has_static_inputs(*graph)) return Status();
+  std::shared_ptr<BoundFunction> bound = entry(Key{std::string(function), {}}, true);
+  return build(*bound).status();
 }
 
 std::vector<FunctionPlacement> LoadedModel::placement() const {
@@ -393,9 +432,9 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
   return load_with_hash(package.model(), options, cache, package.content_hash(), with_weights);
 }
 
-Result<cache::CacheKey> ModelLoader::cache_key(
-    const package::PackageView& package, const specialization::SpecializationOptions& options,
-    const compile::CompileOptions& compile) {
+Result<cache::CacheKey> ModelLoader::cache_key(const package::PackageView& package,
+                                               const specialization::SpecializationOptions& options,
+                                               const compile::CompileOptions& compile) {
   std::vector<StaticFunction> functions = static_functions(package.model());
   if (functions.empty()) {
     return Status(Error::NotSupported,

@@ -113,7 +113,11 @@ std::string engine_version();
 /// every method is safe from several threads.
 class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
  public:
-  /// Binds `function` to `input_sizes` (one per function input). A function and shapes recorded
+  /// Binds `function` to `input_sizes` (one per function input). With `expect_frequent_reshapes`
+  /// in the options, a function of symbolic inputs has one shape-generic plan for every shape
+  /// (`compile::specialize_generic`), built on its first bind (or by `prepare`): binding a new
+  /// shape then builds nothing, and only checks that the shape fits the input types. A function
+  /// and shapes recorded
   /// in the cache entry the load adopted (a hit) is bound lazily: the session is returned at
   /// once and the function is built on its first use, from the adopted packed weights (nothing
   /// is repacked). Its plan is then checked against the artifact's fingerprint; a plan that
@@ -125,6 +129,12 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// whose shape does not fit, NotSupported naming a node the engine cannot compile).
   runtime::Result<Session> bind(std::string_view function,
                                 const std::vector<std::vector<int64_t>>& input_sizes);
+
+  /// With `expect_frequent_reshapes` in the options and `function` of symbolic inputs: builds
+  /// the function's shape-generic plan now (`compile::specialize_generic`), the one every
+  /// `bind` of it then shares whatever the shapes, so no call pays for building it. Otherwise
+  /// does nothing. Errors: NotFound for an unknown function; as `compile::specialize_generic`.
+  runtime::Status prepare(std::string_view function);
 
   /// Where each step of each function built so far runs (node, op, device, fused nodes),
   /// ordered by function name then shapes. A lazily bound function appears once built.
@@ -152,6 +162,8 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
       : model_(model), options_(std::move(options)), compile_(std::move(compile)) {}
 
   using Key = std::pair<std::string, std::vector<std::vector<int64_t>>>;
+  /// The entry of `key`, made when absent (under `mutex_`).
+  std::shared_ptr<BoundFunction> entry(const Key& key, bool generic);
   /// Builds `bound` unless it is built; serialized per function and shapes.
   runtime::Result<compile::CompiledFunction*> build(BoundFunction& bound) const;
 

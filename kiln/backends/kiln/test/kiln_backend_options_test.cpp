@@ -172,6 +172,42 @@ TEST(KilnBackendOptions, InitSeesEveryOptionOfTheBuilder) {
   backend.destroy(*handle);
 }
 
+// With expect_frequent_reshapes, a function of symbolic inputs gets its shape-generic plan at
+// init (built once, before any call), and every batch runs on it like the reference kernels.
+TEST(KilnBackendOptions, FrequentReshapesBuildOneGenericPlanAtInitForEveryShape) {
+  reset_model_loader_factory();  // the real loader
+  LoadBackendOptionsMap map;
+  ASSERT_TRUE(
+      map.set_options(KilnBackendOptions().setExpectFrequentReshapes(true).setCacheDirectory(""))
+          .ok());
+  OnePackage named_data(package_of(matmul_add_relu(ir::Dim::symbol("batch"))));
+  runtime::BackendInitContext context("forward", "forward_0", map.get_options("KilnBackend"),
+                                      &named_data);
+  std::vector<uint8_t> manifest = bytes_of(function_manifest());
+  runtime::FreeableBuffer processed(manifest.data(), manifest.size());
+  KilnBackend backend;
+  auto handle = backend.init(context, &processed, {});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  const engine::LoadedModel* model = KilnBackend::model_of(*handle);
+  EXPECT_EQ(model->num_built(), 1u);
+  auto placement = model->placement();
+  ASSERT_EQ(placement.size(), 1u);
+  EXPECT_TRUE(placement[0].input_sizes.empty());  // one plan for every shape
+  ASSERT_FALSE(placement[0].steps.empty());
+  EXPECT_EQ(placement[0].steps[0].device, "cpu:onednn");  // MatMul + bias + Relu, fused
+  backend.destroy(*handle);
+
+  static const auto package = package_of(matmul_add_relu(ir::Dim::symbol("batch")));
+  auto kiln = load(kiln_program(package, function_manifest(), 0), &map);
+  ASSERT_TRUE(kiln.ok()) << kiln.status();
+  for (int64_t batch : {3, 17, 1, 3}) {
+    auto reference = load(reference_program(batch));
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    uint32_t seed = static_cast<uint32_t>(batch);
+    expect_near(run(*kiln->method, batch, seed), run(*reference->method, batch, seed));
+  }
+}
+
 TEST(KilnBackendOptions, OutOfRangeThreadCountFailsInitNamingTheOption) {
   LoadBackendOptionsMap map;
   ASSERT_TRUE(map.set_options(KilnBackendOptions().setNumThreads(0).setCacheDirectory("")).ok());

@@ -381,5 +381,43 @@ TEST(ModelLoader, WeightsArePackedOnceForEveryShape) {
   EXPECT_EQ((*loaded)->packed_constants().num_reused(), 4u);
 }
 
+// With expect_frequent_reshapes, a function of symbolic inputs has one shape-generic plan:
+// `prepare` builds it, and binding new shapes builds nothing more.
+TEST(ModelLoader, FrequentReshapesShareOneGenericPlanForEveryShape) {
+  ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  SpecializationOptions options = cpu_only();
+  options.expect_frequent_reshapes = true;
+  auto loaded = ModelLoader::load(model, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->num_built(), 0u);
+  ASSERT_TRUE((*loaded)->prepare("main").ok());
+  EXPECT_EQ((*loaded)->num_built(), 1u);
+  for (int64_t batch : {1, 3, 2}) expect_runs_like_reference(**loaded, model, batch);
+  EXPECT_EQ((*loaded)->num_built(), 1u);
+  auto placement = (*loaded)->placement();
+  ASSERT_EQ(placement.size(), 1u);
+  EXPECT_TRUE(placement[0].input_sizes.empty());
+
+  auto session = (*loaded)->bind("main", {{2, 8, 10, 10}});
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  auto function = session->function();
+  ASSERT_TRUE(function.ok());
+  EXPECT_TRUE((*function)->is_generic());
+
+  auto wrong = (*loaded)->bind("main", {{2, 7, 10, 10}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("input 'x' has shape [2, 7, 10, 10]"));
+  EXPECT_EQ((*loaded)->prepare("nope").code(), runtime::Error::NotFound);
+
+  // Without the flag each shape gets its own plan.
+  auto per_shape = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(per_shape.ok());
+  ASSERT_TRUE((*per_shape)->prepare("main").ok());  // nothing to prepare
+  EXPECT_EQ((*per_shape)->num_built(), 0u);
+  for (int64_t batch : {1, 3}) expect_runs_like_reference(**per_shape, model, batch);
+  EXPECT_EQ((*per_shape)->num_built(), 2u);
+}
+
 }  // namespace
 }  // namespace kiln::engine

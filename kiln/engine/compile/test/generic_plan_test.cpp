@@ -1,0 +1,146 @@
+// specialize_generic(): one shape-generic plan runs every input shape, matching the reference
+// interpreter and the plan specialized for each shape; its MatMuls run on oneDNN; it checks the
+// shapes of each call against the input types.
+#include <kiln/engine/compile/test/test_models.h>
+
+#include <gmock/gmock.h>
+
+namespace kiln::engine {
+namespace {
+
+using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+using ::testing::HasSubstr;
+
+/// x [1, seq, 16] → MatMul(W1) → Add(b1) → Relu → MatMul(W2) = y [1, seq, 16];
+/// scores = MatMul(y, Transpose(y)) [1, seq, seq] → Softmax → MatMul(·, y) = out [1, seq, 16].
+/// Two MatMuls by constant weights (one with a bias and Relu to fuse), two of computed values.
+ir::Model attention_like_model() {
+  ModelBuilder b(21);
+  ir::Dim seq = ir::Dim::symbol("seq");
+  int x = b.input("x", {1, seq, 16});
+  int w1 = b.weight("w1", {16, 32});
+  int b1 = b.weight("b1", {32});
+  int w2 = b.weight("w2", {32, 16});
+  int h0 = b.value("h0", {1, seq, 32});
+  int h1 = b.value("h1", {1, seq, 32});
+  int h = b.value("h", {1, seq, 32});
+  int y = b.value("y", {1, seq, 16});
+  int yt = b.value("yt", {1, 16, seq});
+  int scores = b.value("scores", {1, seq, seq});
+  int probs = b.value("probs", {1, seq, seq});
+  int out = b.value("out", {1, seq, 16});
+  b.node("MatMul", {x, w1}, {h0});
+  b.node("Add", {h0, b1}, {h1});
+  b.node("Relu", {h1}, {h});
+  b.node("MatMul", {h, w2}, {y});
+  b.node("Transpose", {y}, {yt}, {ints("perm", {0, 2, 1})});
+  b.node("MatMul", {y, yt}, {scores});
+  b.node("Softmax", {scores}, {probs}, {int_attr("axis", -1)});
+  b.node("MatMul", {probs, y}, {out});
+  b.output(out);
+  return b.build();
+}
+
+std::vector<Buffer> run_generic(compile::CompiledFunction& f, const std::vector<int64_t>& sizes,
+                                uint32_t seed, std::vector<Buffer>* inputs_out = nullptr) {
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, sizes, seed));
+  std::vector<Buffer> outputs = output_buffers(f);
+  Status status = run(f, inputs, outputs);
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  if (inputs_out != nullptr) *inputs_out = std::move(inputs);
+  return outputs;
+}
+
+TEST(GenericPlan, OnePlanRunsEveryShapeLikeTheReference) {
+  ir::Model model = attention_like_model();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  compile::CompiledFunction& f = **compiled;
+  EXPECT_TRUE(f.is_generic());
+  EXPECT_FALSE(f.is_static());
+  EXPECT_TRUE(f.input_sizes(0).empty());
+
+  int onednn_matmuls = 0;
+  for (const auto& entry : f.placement()) {
+    if (entry.op == "MatMul" && entry.device == "cpu:onednn") ++onednn_matmuls;
+  }
+  EXPECT_EQ(onednn_matmuls, 4);
+  ASSERT_FALSE(f.placement().empty());
+  EXPECT_EQ(f.placement()[0].op, "MatMul");
+  EXPECT_THAT(f.placement()[0].fused, ::testing::ElementsAre("Add_1 (Add)", "Relu_2 (Relu)"));
+  EXPECT_THAT(f.placement()[0].detail, HasSubstr("run-time rows"));
+
+  uint32_t seed = 1;
+  for (int64_t seq : {5, 1, 17, 3, 17}) {
+    SCOPED_TRACE("seq " + std::to_string(seq));
+    std::vector<Buffer> inputs;
+    std::vector<Buffer> outputs = run_generic(f, {1, seq, 16}, seed++, &inputs);
+    std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
+    expect_close(outputs[0].tensor, expected[0].tensor);
+
+    // The same as the plan specialized for this shape.
+    auto specialized = compile::specialize(model, "main", {{1, seq, 16}}, cpu_only());
+    ASSERT_TRUE(specialized.ok()) << specialized.status().to_string();
+    std::vector<Buffer> static_outputs = output_buffers(**specialized);
+    ASSERT_TRUE(run(**specialized, inputs, static_outputs).ok());
+    expect_close(outputs[0].tensor, static_outputs[0].tensor);
+  }
+}
+
+TEST(GenericPlan, StorageGrowsOnlyForLargerShapes) {
+  ir::Model model = attention_like_model();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  compile::CompiledFunction& f = **compiled;
+  run_generic(f, {1, 32, 16}, 1);
+  uint64_t after_largest = f.num_dynamic_allocations();
+  EXPECT_GT(after_largest, 0u);
+  for (int64_t seq : {8, 32, 1, 31}) run_generic(f, {1, seq, 16}, 2);
+  EXPECT_EQ(f.num_dynamic_allocations(), after_largest);
+}
+
+TEST(GenericPlan, RejectsShapesTheInputTypesDoNotAdmit) {
+  ir::Model model = attention_like_model();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  compile::CompiledFunction& f = **compiled;
+  EXPECT_TRUE(f.accepts({{1, 9, 16}}).ok());
+
+  Status wrong_dim = f.accepts({{1, 9, 15}});
+  EXPECT_EQ(wrong_dim.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(wrong_dim.message(),
+              HasSubstr("run function 'main' (shape-generic): input 'x' has shape [1, 9, 15]"));
+  EXPECT_THAT(wrong_dim.message(), HasSubstr("expected"));
+
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {9, 16}, 3));
+  std::vector<Buffer> outputs = output_buffers(f);
+  Status wrong_rank = run(f, inputs, outputs);
+  EXPECT_EQ(wrong_rank.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(wrong_rank.message(), HasSubstr("input 'x' has shape [9, 16]"));
+  EXPECT_THAT(wrong_rank.message(), HasSubstr("rank 3"));
+}
+
+TEST(GenericPlan, InputsSharingASymbolMustAgree) {
+  ModelBuilder b(5);
+  ir::Dim seq = ir::Dim::symbol("seq");
+  int x = b.input("x", {seq, 4});
+  int m = b.input("m", {seq, 4});
+  int w = b.weight("w", {4, 3});
+  int s = b.value("s", {seq, 4});
+  int y = b.value("y", {seq, 3});
+  b.node("Add", {x, m}, {s});
+  b.node("MatMul", {s, w}, {y});
+  b.output(y);
+  ir::Model model = b.build();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  EXPECT_TRUE((*compiled)->accepts({{6, 4}, {6, 4}}).ok());
+  Status disagree = (*compiled)->accepts({{6, 4}, {5, 4}});
+  EXPECT_EQ(disagree.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(disagree.message(), HasSubstr("input 'm' dim 0 is 5 (expected 6: symbol 'seq'"));
+}
+
+}  // namespace
+}  // namespace kiln::engine

@@ -1,0 +1,249 @@
+// RuntimeMatMul: MatMuls on oneDNN matmul primitives whose dims are DNNL_RUNTIME_DIM_VAL, so
+// every shape runs on the same primitive (shape-generic plans).
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/runtime_matmul.h>
+#include <kiln/kernels/kernels.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+
+namespace kiln::engine::cpu {
+
+using dnnl::memory;
+using runtime::Error;
+using runtime::Result;
+using runtime::Status;
+using runtime::Tensor;
+
+namespace {
+
+// Below this many multiply-adds a product runs on one thread (as `op_threads` decides for
+// static ops: about 10 us of single-thread work at 100 GFLOP/s).
+constexpr double kMinParallelMacs = 1e6;
+
+const char* const kRunContext = "run op 'MatMul' (oneDNN, run-time shapes)";
+
+// A plain row-major descriptor of `rank` run-time dims.
+memory::desc runtime_md(size_t rank) {
+  memory::dims dims(rank, DNNL_RUNTIME_DIM_VAL);
+  memory::format_tag tag = rank == 2   ? memory::format_tag::ab
+                           : rank == 3 ? memory::format_tag::abc
+                           : rank == 4 ? memory::format_tag::abcd
+                                       : memory::format_tag::abcde;
+  return memory::desc(dims, memory::data_type::f32, tag);
+}
+
+}  // namespace
+
+class RuntimeMatMulImpl {
+ public:
+  static constexpr size_t kMaxRank = 5;
+  bool constant_b = true;
+  int64_t k = 0, n = 0;  ///< Constant B only.
+  int num_threads = 0;
+  dnnl::matmul primitive;  ///< Constant B.
+  /// B at run time: the primitive of each rank (2 to kMaxRank), made on its first use (ranks
+  /// of computed values are often unknown until then).
+  std::array<std::optional<dnnl::matmul>, kMaxRank + 1> by_rank;
+  memory weights;
+  memory bias;  ///< Empty when there is none.
+  std::string describe;
+};
+
+RuntimeMatMul::RuntimeMatMul(std::unique_ptr<RuntimeMatMulImpl> impl) : impl_(std::move(impl)) {}
+RuntimeMatMul::~RuntimeMatMul() = default;
+bool RuntimeMatMul::constant_b() const { return impl_->constant_b; }
+
+namespace {
+
+Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl& impl) {
+  using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
+  if (b.dim() != 2 || b.size(0) == 0 || b.size(1) == 0) {
+    return error(desc, Error::NotSupported,
+                 "a run-time-shape MatMul needs a non-empty 2-D constant B (got B of shape " +
+                     runtime::shape_to_string(b.sizes()) + ")");
+  }
+  for (const PostOp& post_op : desc.post_ops) {
+    if (post_op.kind == PostOpKind::AddResidual) {
+      return error(desc, Error::NotSupported,
+                   "a run-time-shape MatMul takes no residual post-op (expected element-wise "
+                   "ones only)");
+    }
+  }
+  impl.k = b.size(0);
+  impl.n = b.size(1);
+  const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
+  memory::desc src_md({rows, impl.k}, memory::data_type::f32, memory::format_tag::ab);
+  memory::desc dst_md({rows, impl.n}, memory::data_type::f32, memory::format_tag::ab);
+  memory::desc b_md = plain_md(b.sizes());
+  memory::desc b_any({impl.k, impl.n}, memory::data_type::f32, memory::format_tag::any);
+  std::optional<memory::desc> bias_md;
+  const Tensor* bias = nullptr;
+  if (desc.inputs.size() > 2 && input_present(desc, 2)) {
+    bias = input_constant(desc, 2);
+    if (bias == nullptr) {
+      return error(desc, Error::NotSupported, "a run-time-shape MatMul needs a constant bias");
+    }
+    if (bias->numel() != impl.n) {
+      return error(desc, Error::InvalidArgument,
+                   "bias (input 2) has " + std::to_string(bias->numel()) +
+                       " elements (expected N = " + std::to_string(impl.n) + ")");
+    }
+    bias_md = plain_md(std::vector<int64_t>{1, impl.n});
+  }
+  dnnl::post_ops ops;
+  KILN_ASSIGN_OR_RETURN(std::vector<int> binary, append_post_ops(desc, dst_md, false, ops));
+  (void)binary;               // none: residuals are refused above
+  dnnl::primitive_attr attr;  // library-managed scratchpad: its size depends on the rows
+  attr.set_post_ops(ops);
+  auto op_desc = bias_md ? dnnl::matmul::desc(src_md, b_any, *bias_md, dst_md)
+                         : dnnl::matmul::desc(src_md, b_any, dst_md);
+  dnnl::matmul::primitive_desc pd(op_desc, attr, cpu_engine());
+  impl.primitive = dnnl::matmul(pd);
+  impl.describe = describe_pd(pd) + " (run-time rows) wei:" + format_of(pd.weights_desc());
+  if (pd.weights_desc() == b_md) {
+    // Taken plain: read in place, after the check a packing would have made.
+    if (desc.verify_constant) {
+      KILN_RETURN_IF_ERROR(desc.verify_constant(1).with_context("create op 'MatMul'"));
+    }
+    impl.weights = wrap(b_md, b.data());
+  } else {
+    KILN_ASSIGN_OR_RETURN(impl.weights, pack_constant(desc, 1, b_md, b.data(), pd.weights_desc()));
+  }
+  if (bias_md) {
+    impl.bias = memory(*bias_md, cpu_engine());
+    std::memcpy(impl.bias.get_data_handle(), bias->data(), bias->nbytes());
+  }
+  return Status();
+}
+
+Status create_runtime_b(const OpDesc& desc, RuntimeMatMulImpl& impl) {
+  using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
+  if (desc.inputs.size() != 2 || !desc.post_ops.empty()) {
+    return error(desc, Error::NotSupported,
+                 "a run-time-shape MatMul of two computed inputs takes no bias or post-ops");
+  }
+  impl.constant_b = false;
+  impl.describe = "oneDNN matmul (run-time shapes; primitive per rank, made on first use)";
+  return Status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RuntimeMatMul>> RuntimeMatMul::create(const OpDesc& desc) {
+  using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
+  KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
+  if (desc.op != "MatMul") {
+    return error(desc, Error::NotSupported, "a run-time-shape op must be a MatMul");
+  }
+  auto impl = std::make_unique<RuntimeMatMulImpl>();
+  impl->num_threads = desc.num_threads;
+  try {
+    ThreadScope threads(desc.num_threads);
+    const Tensor* b = input_constant(desc, 1);
+    KILN_RETURN_IF_ERROR(b != nullptr ? create_constant_b(desc, *b, *impl)
+                                      : create_runtime_b(desc, *impl));
+  } catch (const dnnl::error& e) {
+    return error(desc, Error::Internal, std::string("a run-time-shape matmul: ") + e.what());
+  }
+  return std::unique_ptr<RuntimeMatMul>(new RuntimeMatMul(std::move(impl)));
+}
+
+Result<std::vector<int64_t>> RuntimeMatMul::output_sizes(runtime::Span<const int64_t> a,
+                                                         runtime::Span<const int64_t> b) const {
+  if (!impl_->constant_b) {
+    auto shape = kernels::matmul_shape(a, b);
+    if (!shape.ok()) return shape.status().with_context(kRunContext);
+    return shape;
+  }
+  if (a.empty() || a[a.size() - 1] != impl_->k) {
+    return Status(Error::InvalidArgument,
+                  std::string(kRunContext) + ": A has shape " + runtime::shape_to_string(a) +
+                      " (expected [..., " + std::to_string(impl_->k) + "], B being [" +
+                      std::to_string(impl_->k) + ", " + std::to_string(impl_->n) + "])");
+  }
+  std::vector<int64_t> out(a.begin(), a.end());
+  out.back() = impl_->n;
+  return out;
+}
+
+Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
+  using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
+  if (!impl_->constant_b && b == nullptr) {
+    return Status(Error::InvalidArgument, std::string(kRunContext) + ": B is missing");
+  }
+  runtime::Span<const int64_t> b_sizes = b != nullptr ? b->sizes() : runtime::Span<const int64_t>();
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> expected, output_sizes(a.sizes(), b_sizes));
+  if (!std::equal(expected.begin(), expected.end(), out.sizes().begin(), out.sizes().end())) {
+    return Status(Error::InvalidArgument, std::string(kRunContext) + ": output has shape " +
+                                              runtime::shape_to_string(out.sizes()) +
+                                              " (expected " + runtime::shape_to_string(expected) +
+                                              ")");
+  }
+  if (out.numel() == 0) return Status();
+  std::vector<int64_t> a_dims, b_dims, d_dims;
+  if (impl_->constant_b) {
+    const int64_t rows = a.numel() / impl_->k;  // K > 0 (create)
+    a_dims = {rows, impl_->k};
+    d_dims = {rows, impl_->n};
+  } else {
+    a_dims.assign(a.sizes().begin(), a.sizes().end());
+    b_dims.assign(b->sizes().begin(), b->sizes().end());
+    d_dims = expected;
+    // Broadcast batch dims, ranks under 2 or over 5, or an empty sum: the reference kernel.
+    size_t rank = a_dims.size();
+    bool same_batch = rank >= 2 && rank <= RuntimeMatMulImpl::kMaxRank && b_dims.size() == rank &&
+                      std::equal(a_dims.begin(), a_dims.end() - 2, b_dims.begin());
+    if (!same_batch || a_dims.back() == 0) {
+      return kernels::matmul(a, *b, out).with_context(kRunContext);
+    }
+    if (!impl_->by_rank[rank]) {
+      // oneDNN sizes a primitive's parallel regions when it is made: make it under the budget.
+      ThreadScope creation_threads(impl_->num_threads);
+      try {
+        memory::desc md = runtime_md(rank);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), dnnl::primitive_attr(),
+                                        cpu_engine());
+        impl_->by_rank[rank] = dnnl::matmul(pd);
+      } catch (const dnnl::error& e) {
+        return Status(Error::Internal, std::string(kRunContext) + ": " + e.what());
+      }
+    }
+  }
+  int64_t k = a_dims.back();
+  double macs = static_cast<double>(out.numel()) * static_cast<double>(k);
+  ThreadScope threads(macs < kMinParallelMacs ? 1 : impl_->num_threads);
+  try {
+    memory src = wrap(plain_md(a_dims), a.data());
+    memory dst = wrap(plain_md(d_dims), out.mutable_data());
+    memory weights = impl_->constant_b ? impl_->weights : wrap(plain_md(b_dims), b->data());
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    if (impl_->bias) args[DNNL_ARG_BIAS] = impl_->bias;
+    (impl_->constant_b ? impl_->primitive : *impl_->by_rank[a_dims.size()])
+        .execute(cpu_stream(), args);
+    cpu_stream().wait();
+  } catch (const dnnl::error& e) {
+    return Status(Error::Internal, std::string(kRunContext) + ": " + e.what());
+  }
+  return Status();
+}
+
+Status RuntimeMatMul::warm_up() {
+  if (!impl_->constant_b) return Status();
+  // Two rows: oneDNN makes its matrix-vector kernels for one row and its whole gemm kernel
+  // set (which covers one row too) for more.
+  constexpr int64_t kRows = 2;
+  std::vector<float> a(static_cast<size_t>(kRows * impl_->k), 0.0f);
+  std::vector<float> out(static_cast<size_t>(kRows * impl_->n));
+  Tensor a_tensor(runtime::ScalarType::Float32, {kRows, impl_->k}, a.data());
+  Tensor out_tensor(runtime::ScalarType::Float32, {kRows, impl_->n}, out.data());
+  return run(a_tensor, nullptr, out_tensor);
+}
+
+std::string RuntimeMatMul::describe() const { return impl_->describe; }
+
+}  // namespace kiln::engine::cpu

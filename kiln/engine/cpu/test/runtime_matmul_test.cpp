@@ -1,0 +1,167 @@
+// RuntimeMatMul (run-time shapes, for shape-generic plans) against the reference MatMul on
+// seeded random data: one op over many shapes, with a constant B (bias, post-ops) and with
+// two computed inputs (equal and broadcast batch dims), and its errors.
+
+#include <kiln/engine/cpu/runtime_matmul.h>
+#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/kernels/kernels.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
+using runtime::Tensor;
+using ::testing::HasSubstr;
+
+std::vector<int64_t> sizes_of(const Tensor& t) {
+  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+}
+
+// Reference: a x b (+ bias along the last dim), then the post-ops.
+OwnedTensor reference(const Tensor& a, const Tensor& b, const Tensor* bias,
+                      const std::vector<PostOp>& post_ops) {
+  auto shape = kernels::matmul_shape(a.sizes(), b.sizes());
+  EXPECT_TRUE(shape.ok()) << shape.status();
+  OwnedTensor out = zeros(*shape);
+  EXPECT_TRUE(kernels::matmul(a, b, out.tensor()).ok());
+  if (bias != nullptr) {
+    float* y = out.tensor().mutable_data_ptr<float>();
+    int64_t n = bias->numel();
+    for (int64_t i = 0; i < out.tensor().numel(); ++i) y[i] += bias->data_ptr<float>()[i % n];
+  }
+  apply_post_ops(post_ops, {}, out);
+  return out;
+}
+
+// Runs `op` on `a` (and `b` when B is computed) into a fresh output of the sizes it reports.
+OwnedTensor run(RuntimeMatMul& op, const Tensor& a, const Tensor* b) {
+  auto sizes =
+      op.output_sizes(a.sizes(), b != nullptr ? b->sizes() : runtime::Span<const int64_t>());
+  EXPECT_TRUE(sizes.ok()) << sizes.status();
+  OwnedTensor out = zeros(sizes.ok() ? *sizes : std::vector<int64_t>{0});
+  runtime::Status status = op.run(a, b, out.tensor());
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+TEST(RuntimeMatMul, OneOpWithConstantBMatchesReferenceOverShapesBiasAndPostOps) {
+  OwnedTensor b = random_tensor({24, 40}, 1);
+  OwnedTensor bias = random_tensor({40}, 2);
+  const std::vector<std::vector<int64_t>> a_shapes = {{24},       {1, 24},      {7, 24},
+                                                      {2, 3, 24}, {1, 130, 24}, {0, 24}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {}, {{PostOpKind::Relu}}, {{PostOpKind::Gelu}}, {{PostOpKind::Clip, -0.5f, 0.5f}}};
+  uint32_t seed = 10;
+  for (bool with_bias : {false, true}) {
+    for (const auto& post_ops : post_op_sets) {
+      Case c("MatMul", {});
+      c.add(random_tensor({1, 24}, 3), false);  // A's sizes are ignored: known at run time
+      c.add(random_tensor({24, 40}, 1), true);
+      if (with_bias) c.add(random_tensor({40}, 2), true);
+      c.desc.post_ops = post_ops;
+      c.desc.constants = {nullptr, &c.at(1)};
+      if (with_bias) c.desc.constants.push_back(&c.at(2));
+      auto op = RuntimeMatMul::create(c.desc);
+      ASSERT_TRUE(op.ok()) << op.status();
+      EXPECT_TRUE((*op)->constant_b());
+      EXPECT_THAT((*op)->describe(), HasSubstr("run-time rows"));
+      ASSERT_TRUE((*op)->warm_up().ok());
+      for (const auto& shape : a_shapes) {
+        SCOPED_TRACE(runtime::shape_to_string(shape) + (with_bias ? " bias" : "") +
+                     post_ops_name(post_ops));
+        OwnedTensor a = random_tensor(shape, seed++);
+        OwnedTensor out = run(**op, a.tensor(), nullptr);
+        expect_near(
+            out, reference(a.tensor(), b.tensor(), with_bias ? &bias.tensor() : nullptr, post_ops));
+      }
+    }
+  }
+}
+
+TEST(RuntimeMatMul, TwoComputedInputsMatchReferenceWithEqualAndBroadcastBatches) {
+  Case c("MatMul", {});
+  c.add(random_tensor({1, 1}, 1), false);
+  c.add(random_tensor({1, 1}, 2), false);
+  auto op = RuntimeMatMul::create(c.desc);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_FALSE((*op)->constant_b());
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  // Ranks 2 to 4 on oneDNN (one primitive each); broadcast batches, rank 1 and an empty sum
+  // on the reference kernel.
+  const std::vector<Shapes> shapes = {{{5, 8}, {8, 3}},
+                                      {{1, 4, 17, 16}, {1, 4, 16, 17}},
+                                      {{1, 4, 9, 9}, {1, 4, 9, 16}},
+                                      {{2, 6, 5}, {2, 5, 7}},
+                                      {{2, 6, 5}, {1, 5, 7}},
+                                      {{6, 5}, {3, 5, 2}},
+                                      {{5}, {5, 4}},
+                                      {{3, 0}, {0, 4}}};
+  uint32_t seed = 40;
+  for (const Shapes& s : shapes) {
+    SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b));
+    OwnedTensor a = random_tensor(s.a, seed++);
+    OwnedTensor b = random_tensor(s.b, seed++);
+    OwnedTensor out = run(**op, a.tensor(), &b.tensor());
+    expect_near(out, reference(a.tensor(), b.tensor(), nullptr, {}));
+  }
+}
+
+TEST(RuntimeMatMul, ErrorsNameTheShapesAndWhatIsNotSupported) {
+  Case c("MatMul", {});
+  c.add(random_tensor({1, 8}, 1), false);
+  c.add(random_tensor({8, 4}, 2), true);
+  c.desc.constants = {nullptr, &c.at(1)};
+  auto op = RuntimeMatMul::create(c.desc);
+  ASSERT_TRUE(op.ok()) << op.status();
+  OwnedTensor a = random_tensor({3, 7}, 3);
+  auto sizes = (*op)->output_sizes(a.tensor().sizes());
+  ASSERT_FALSE(sizes.ok());
+  EXPECT_EQ(sizes.error(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(sizes.status().message(), HasSubstr("A has shape [3, 7] (expected [..., 8]"));
+  OwnedTensor good = random_tensor({3, 8}, 4);
+  OwnedTensor wrong_out = zeros({3, 5});
+  runtime::Status status = (*op)->run(good.tensor(), nullptr, wrong_out.tensor());
+  EXPECT_EQ(status.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("output has shape [3, 5] (expected [3, 4])"));
+
+  Case residual("MatMul", {});
+  residual.add(random_tensor({1, 8}, 1), false);
+  residual.add(random_tensor({8, 4}, 2), true);
+  residual.add(random_tensor({1, 4}, 3), false);  // the residual, after the op's inputs
+  residual.desc.constants = {nullptr, &residual.at(1), nullptr};
+  residual.desc.post_ops = {{PostOpKind::AddResidual}};
+  auto refused = RuntimeMatMul::create(residual.desc);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), runtime::Error::NotSupported);
+  EXPECT_THAT(refused.status().message(), HasSubstr("no residual post-op"));
+
+  Case bad_bias("MatMul", {});
+  bad_bias.add(random_tensor({1, 8}, 1), false);
+  bad_bias.add(random_tensor({8, 4}, 2), true);
+  bad_bias.add(random_tensor({5}, 3), true);
+  bad_bias.desc.constants = {nullptr, &bad_bias.at(1), &bad_bias.at(2)};
+  auto wrong = RuntimeMatMul::create(bad_bias.desc);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(wrong.status().message(),
+              HasSubstr("bias (input 2) has 5 elements (expected N = 4)"));
+
+  Case computed("MatMul", {});
+  computed.add(random_tensor({2, 3}, 1), false);
+  computed.add(random_tensor({3, 2}, 2), false);
+  auto two = RuntimeMatMul::create(computed.desc);
+  ASSERT_TRUE(two.ok()) << two.status();
+  OwnedTensor x = random_tensor({2, 3}, 5);
+  OwnedTensor out = zeros({2, 2});
+  status = (*two)->run(x.tensor(), nullptr, out.tensor());
+  EXPECT_EQ(status.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("B is missing"));
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
