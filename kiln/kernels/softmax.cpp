@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::kernels {
@@ -50,9 +51,14 @@ void softmax_line(const T* x, T* out, int64_t n, int64_t stride, ComputeType<T>*
     const C value = load(x[j * stride]);
     if (value > max) max = value;
   }
+  // Below this, exp's result is not a normal number: libm takes a slow path (underflow, errno)
+  // for a value that cannot change the sum, which is at least 1. Masked logits (attention's
+  // -1e9 or -inf) all land there, so they are 0 without calling exp.
+  constexpr C kUnderflow = std::is_same_v<C, float> ? C(-87) : C(-708);
   C sum{0};
   for (int64_t j = 0; j < n; ++j) {
-    scratch[j] = std::exp(load(x[j * stride]) - max);
+    const C shifted = load(x[j * stride]) - max;
+    scratch[j] = shifted < kUnderflow ? C{0} : std::exp(shifted);
     sum += scratch[j];
   }
   if constexpr (kLog) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,25 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
   const auto expected = reference_softmax({1, 3}, {0, 1, 2}, 1);  // shift-invariant
   const auto result = out.values<float>();
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(result[i], expected[i], 1e-6);
+}
+
+// Attention masks: logits of -1e9 or -inf far below the row's max give exactly 0, and the
+// others the softmax of the unmasked logits alone.
+TEST(Softmax, MaskedLogitsAreZeroAndTheRestSumToOne) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto x = OwnedTensor::of<float>({2, 4}, {0.5f, -1e9f, 1.5f, -inf, -90.0f, 2.0f, -1e9f, 2.0f});
+  auto out = OwnedTensor::zeros(ScalarType::Float32, {2, 4});
+  ASSERT_TRUE(softmax(x.tensor(), -1, out.tensor()).ok());
+  const auto result = out.values<float>();
+  const auto first = reference_softmax({1, 2}, {0.5, 1.5}, 1);
+  EXPECT_NEAR(result[0], first[0], 1e-6);
+  EXPECT_EQ(result[1], 0.0f);
+  EXPECT_NEAR(result[2], first[1], 1e-6);
+  EXPECT_EQ(result[3], 0.0f);
+  EXPECT_EQ(result[4], 0.0f);  // 92 below the max: under float's normal range
+  EXPECT_NEAR(result[5], 0.5f, 1e-6);
+  EXPECT_EQ(result[6], 0.0f);
+  EXPECT_NEAR(result[7], 0.5f, 1e-6);
 }
 
 TEST(Softmax, Float64MatchesReferenceClosely) {
