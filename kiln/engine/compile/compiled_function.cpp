@@ -16,12 +16,36 @@ using runtime::Span;
 using runtime::Status;
 using runtime::Tensor;
 
+Result<uint8_t*> DynamicPool::take(size_t bytes) {
+  constexpr size_t kAlignment = 64;
+  constexpr size_t kChunk = size_t{8} << 20;
+  bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (chunks_.empty() || used_ + bytes > size_) {
+    size_t size = std::max(kChunk, bytes);
+    KILN_ASSIGN_OR_RETURN(runtime::AlignedBuffer chunk, runtime::allocate_bulk(size));
+    chunks_.push_back(std::move(chunk));
+    used_ = 0;
+    size_ = size;
+    total_ += size;
+  }
+  uint8_t* piece = chunks_.back().get() + used_;
+  used_ += bytes;
+  return piece;
+}
+
 Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
   Tensor& tensor = value.to_tensor();
   if (tensor.shape_dynamism() != runtime::ShapeDynamism::Unbounded) return tensor.resize(sizes);
   auto numel = runtime::checked_numel(sizes);
   if (!numel.ok()) return numel.status();
   size_t bytes = static_cast<size_t>(*numel) * tensor.element_size();
+  if (pooled && (bytes > tensor.capacity_bytes() || tensor.data() == nullptr)) {
+    size_t grown = std::max<size_t>({bytes, tensor.capacity_bytes() * 2, 64});
+    KILN_ASSIGN_OR_RETURN(uint8_t * piece, pool.take(grown));
+    tensor.set_data(piece, grown);
+    ++dynamic_allocations;
+    return tensor.resize(sizes);
+  }
   if (bytes > tensor.capacity_bytes() || tensor.data() == nullptr) {
     for (auto& slot : slots) {
       if (&slot->value != &value) continue;

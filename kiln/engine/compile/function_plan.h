@@ -10,9 +10,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
-#include <optional>
 
 namespace kiln::engine::compile {
 
@@ -56,7 +56,7 @@ struct Slot {
   /// oneDNN's blocked nChw16c), which needs this many bytes; every step reading it reads that
   /// layout (see `propagate_layouts`). Its Tensor keeps the plain sizes.
   uint64_t native_bytes = 0;
-  runtime::EValue value;         ///< Holds the Tensor steps read and write.
+  runtime::EValue value;  ///< Holds the Tensor steps read and write.
   /// Dynamic values and folded constants (new bytes are not zeroed).
   std::vector<uint8_t, DefaultInitAllocator<uint8_t>> storage;
 
@@ -85,6 +85,24 @@ struct Step {
   std::unique_ptr<runtime::KernelContext> context;
 };
 
+/// Storage for the values of a shape-generic plan: pieces carved from large chunks, so that a
+/// first run touches few fresh pages (each chunk is `runtime::allocate_bulk` memory: huge pages
+/// where the kernel gives them) instead of one allocation per value. A value that outgrows its
+/// piece takes a new, larger one; the old one is not reused, so the pool holds at most about
+/// twice the bytes of the largest shapes run.
+class DynamicPool {
+ public:
+  /// `bytes` (rounded up to 64) of storage, valid while the pool lives. Errors:
+  /// MemoryAllocationFailed.
+  runtime::Result<uint8_t*> take(size_t bytes);
+  uint64_t bytes() const { return total_; }
+
+ private:
+  std::vector<runtime::AlignedBuffer> chunks_;
+  size_t used_ = 0, size_ = 0;
+  uint64_t total_ = 0;
+};
+
 class CompiledFunctionImpl {
  public:
   std::string name;
@@ -106,6 +124,10 @@ class CompiledFunctionImpl {
   /// admit, every computed value Dynamic.
   bool generic = false;
   const ir::Graph* graph = nullptr;  ///< The function (the model outlives the plan).
+  /// Set once a shape-generic plan is built: Dynamic values then grow in `pool` (during the
+  /// build, folded values keep their own `Slot::storage`).
+  bool pooled = false;
+  DynamicPool pool;
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;
 

@@ -70,6 +70,7 @@ class Builder {
     if (options_.propagate_layouts) KILN_RETURN_IF_ERROR(propagate_layouts(*impl_).status());
     KILN_RETURN_IF_ERROR(plan_memory());
     for (Step& step : impl_->steps) impl_->placement.push_back(step.placement);
+    impl_->pooled = impl_->generic;
     return std::move(impl_);
   }
 
