@@ -57,6 +57,53 @@ std::string format_ms(double ms) {
   return buffer;
 }
 
+// The `--input` arguments of each input set: an input given N > 1 times makes N sets; inputs
+// given once are in each. Errors: InvalidArgument when two inputs are given different numbers
+// of times above one.
+Result<std::vector<std::vector<std::string>>> input_sets(const std::vector<std::string>& inputs) {
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> files;  // per name, its arguments in order
+  for (const std::string& arg : inputs) {
+    std::string name = arg.substr(0, arg.find('='));  // malformed ones: prepare_inputs reports
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      names.push_back(name);
+      files.push_back({arg});
+    } else {
+      files[static_cast<size_t>(it - names.begin())].push_back(arg);
+    }
+  }
+  size_t sets = 1;
+  std::string first_cycled;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (files[i].size() == 1) continue;
+    if (sets != 1 && files[i].size() != sets) {
+      return Status(Error::InvalidArgument,
+                    "bench: input '" + names[i] + "' is given " + std::to_string(files[i].size()) +
+                        " times and input '" + first_cycled + "' " + std::to_string(sets) +
+                        " times (expected inputs given more than once to be given equally often)");
+    }
+    sets = files[i].size();
+    if (first_cycled.empty()) first_cycled = names[i];
+  }
+  std::vector<std::vector<std::string>> out(sets);
+  for (size_t s = 0; s < sets; ++s) {
+    for (const auto& list : files) out[s].push_back(list.size() == 1 ? list[0] : list[s]);
+  }
+  return out;
+}
+
+std::vector<BenchInput> describe_inputs(const std::vector<MethodInput>& prepared) {
+  std::vector<BenchInput> out;
+  for (const MethodInput& input : prepared) {
+    if (!input.tensor) continue;
+    const auto sizes = input.tensor->sizes();
+    out.push_back({input.name, std::string(runtime::to_string(input.tensor->dtype())),
+                   std::vector<int64_t>(sizes.begin(), sizes.end()), input.source});
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_bench_flags(CLI::App& app, BenchArgs& args) {
@@ -65,7 +112,7 @@ void add_bench_flags(CLI::App& app, BenchArgs& args) {
                  "Method to measure (default: 'forward', or the program's only method)");
   app.add_option("--input", args.inputs,
                  "NAME=FILE.npy for an input (repeatable); inputs not given get seeded random "
-                 "data")
+                 "data; an input given N times makes N input sets the runs cycle through")
       ->allow_extra_args(false);
   app.add_option("--option", args.options,
                  "BACKEND.KEY=VALUE load-time backend option (repeatable); true/false is a "
@@ -150,13 +197,13 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
   KILN_ASSIGN_OR_RETURN(MethodMeta meta, module.method_meta(report.method));
   KILN_ASSIGN_OR_RETURN(auto options, bench_backend_options(args, meta, report.thread_plan));
   // Inputs are read before the method loads so that the load time covers only kiln.
-  KILN_ASSIGN_OR_RETURN(auto prepared, prepare_inputs(meta, args.inputs, args.seed));
-  for (const MethodInput& input : prepared) {
-    if (!input.tensor) continue;
-    const auto sizes = input.tensor->sizes();
-    report.inputs.push_back({input.name, std::string(runtime::to_string(input.tensor->dtype())),
-                             std::vector<int64_t>(sizes.begin(), sizes.end()), input.source});
+  KILN_ASSIGN_OR_RETURN(auto set_args, input_sets(args.inputs));
+  std::vector<std::vector<MethodInput>> prepared_sets;
+  for (const auto& set : set_args) {
+    KILN_ASSIGN_OR_RETURN(auto prepared, prepare_inputs(meta, set, args.seed));
+    prepared_sets.push_back(std::move(prepared));
   }
+  report.inputs = describe_inputs(prepared_sets[0]);
 
   backends::KilnLoadCounters before = backends::kiln_load_counters();
   start = Clock::now();
@@ -171,13 +218,21 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
   }
 
   KILN_ASSIGN_OR_RETURN(runtime::Method * method, module.method(report.method));
-  const std::vector<EValue> inputs = input_values(prepared, *method);
-  start = Clock::now();
-  KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
-  report.first_run_ms = ms_since(start);
+  std::vector<std::vector<EValue>> input_sets;
+  for (const auto& prepared : prepared_sets) input_sets.push_back(input_values(prepared, *method));
+  for (size_t s = 0; s < input_sets.size(); ++s) {
+    start = Clock::now();
+    KILN_RETURN_IF_ERROR(module.execute(report.method, input_sets[s]).status());
+    double ms = ms_since(start);
+    if (s == 0) report.first_run_ms = ms;
+    if (input_sets.size() > 1) report.input_sets.push_back({describe_inputs(prepared_sets[s]), ms});
+  }
+  auto inputs_of_run = [&](int64_t k) -> const std::vector<EValue>& {
+    return input_sets[static_cast<size_t>(k) % input_sets.size()];
+  };
 
   for (int64_t i = 0; i < args.warmup; ++i) {
-    KILN_RETURN_IF_ERROR(module.execute(report.method, inputs).status());
+    KILN_RETURN_IF_ERROR(module.execute(report.method, inputs_of_run(i)).status());
   }
   report.run_ms.reserve(static_cast<size_t>(args.runs));
   if (args.profile) {
@@ -186,7 +241,7 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
   }
   for (int64_t i = 0; i < args.runs; ++i) {
     start = Clock::now();
-    runtime::Status status = module.execute(report.method, inputs).status();
+    runtime::Status status = module.execute(report.method, inputs_of_run(i)).status();
     report.run_ms.push_back(ms_since(start));
     if (!status.ok()) {
       engine::profiling::set_enabled(false);
@@ -229,6 +284,17 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
         {"mean", report.latency.mean}}},
       {"run_ms", report.run_ms},
   };
+  if (!report.input_sets.empty()) {
+    nlohmann::ordered_json sets = nlohmann::ordered_json::array();
+    for (const auto& set : report.input_sets) {
+      nlohmann::ordered_json set_inputs = nlohmann::ordered_json::array();
+      for (const auto& input : set.inputs) {
+        set_inputs.push_back({{"name", input.name}, {"shape", input.shape}});
+      }
+      sets.push_back({{"inputs", set_inputs}, {"first_run_ms", set.first_run_ms}});
+    }
+    out["input_sets"] = sets;
+  }
   if (!report.profile.empty()) {
     nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     for (const auto& t : report.profile) {
@@ -260,8 +326,15 @@ std::string bench_text(const BenchReport& report) {
       << "load      " << format_ms(report.load_ms()) << " (program "
       << format_ms(report.program_load_ms) << ", method " << format_ms(report.method_load_ms)
       << ", cache " << report.cache << ")\n"
-      << "first run " << format_ms(report.first_run_ms) << "\n"
-      << "latency   median " << format_ms(report.latency.median) << ", p90 "
+      << "first run " << format_ms(report.first_run_ms) << "\n";
+  for (size_t s = 0; s < report.input_sets.size(); ++s) {
+    out << "set " << s << "     first run " << format_ms(report.input_sets[s].first_run_ms);
+    for (const auto& input : report.input_sets[s].inputs) {
+      out << ", " << input.name << " " << runtime::shape_to_string(input.shape);
+    }
+    out << "\n";
+  }
+  out << "latency   median " << format_ms(report.latency.median) << ", p90 "
       << format_ms(report.latency.p90) << ", min " << format_ms(report.latency.min) << ", mean "
       << format_ms(report.latency.mean) << " (" << report.run_ms.size() << " runs after "
       << report.warmup << " warm-up)\n";

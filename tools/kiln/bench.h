@@ -21,7 +21,10 @@ struct BenchArgs {
   std::string program;
   /// The method to measure; empty: "forward", or the program's only method.
   std::string method;
-  /// `NAME=FILE.npy` per input read from a file; the other inputs get seeded random data.
+  /// `NAME=FILE.npy` per input read from a file; the other inputs get seeded random data. An
+  /// input given several times (say N files) makes N input sets, cycled through by the runs:
+  /// run k uses each such input's (k mod N)-th file (inputs given once are in every set), so
+  /// the calls change shape the way a model with frequent reshapes sees them.
   std::vector<std::string> inputs;
   /// `BACKEND.KEY=VALUE` load-time backend options.
   std::vector<std::string> options;
@@ -82,12 +85,22 @@ struct BenchInput {
   std::string source;  ///< "from FILE" or "random (seed N)".
 };
 
+/// One input set of a bench with several (see `BenchArgs::inputs`): its inputs and the time
+/// of its first call, made in set order right after the method load.
+struct BenchInputSet {
+  std::vector<BenchInput> inputs;
+  double first_run_ms = 0;
+};
+
 /// What one `kiln bench` measured.
 struct BenchReport {
   std::string program;
   std::string method;
   ThreadPlan thread_plan;
-  std::vector<BenchInput> inputs;
+  std::vector<BenchInput> inputs;  ///< Those of the first input set.
+  /// With several input sets: each, in order (`first_run_ms` is the first set's); empty with
+  /// one.
+  std::vector<BenchInputSet> input_sets;
   double program_load_ms = 0;  ///< Reading and verifying the program (`Module::load`).
   double method_load_ms = 0;   ///< `Module::load_method`: delegate init, specialization.
   /// Whether the method's delegates found their compiled form in a cache: "hit", "miss", or
@@ -104,15 +117,18 @@ struct BenchReport {
 };
 
 /// Loads `args.program` and its method in this process (timed), prepares the inputs, runs the
-/// method once (the first run), `args.warmup` times untimed and `args.runs` times timed.
+/// method once (the first run; with several input sets, once per set, in order, each timed),
+/// `args.warmup` times untimed and `args.runs` times timed (cycling through the sets).
 /// Errors: those of `Module::load` and `load_method` (naming the program, method, backend or
 /// option), of `prepare_inputs` (naming the input or file), of `bench_backend_options`, and of
-/// a run (naming the instruction).
+/// a run (naming the instruction); InvalidArgument when inputs given several times are not
+/// given the same number of times (naming them and the counts).
 runtime::Result<BenchReport> run_bench(const BenchArgs& args);
 
 /// The `--json` object: "program", "method", "threads", "threads_applied", "inputs",
 /// "load_ms", "program_load_ms", "method_load_ms", "cache", "first_run_ms", "warmup", "runs",
-/// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run); with --profile,
+/// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run); with several
+/// input sets, "input_sets": [{"inputs", "first_run_ms"}...]; with --profile,
 /// "profile": [{"function", "step", "node", "op", "device", "calls", "total_ms", "mean_ms"}...].
 nlohmann::ordered_json bench_json(const BenchReport& report);
 

@@ -274,6 +274,59 @@ TEST_F(BenchRunTest, ReadsInputsFromNpy) {
   EXPECT_EQ(report->inputs[0].source, "from " + path);
 }
 
+// An input given several times makes input sets: each set's first call is timed in order and
+// the runs cycle through them; inputs given more than once must be given equally often.
+TEST_F(BenchRunTest, InputsGivenSeveralTimesAreCycledSets) {
+  const std::string program = (dir_ / "add.kiln").string();
+  auto built = ProgramBuilder()
+                   .input("x", F32, {0, 3}, runtime::ShapeDynamism::Unbounded, {"batch", ""})
+                   .input("z", F32, {0, 3}, runtime::ShapeDynamism::Unbounded, {"batch", ""})
+                   .tensor("y", F32, {0, 3}, runtime::ShapeDynamism::Unbounded)
+                   .node("Add", {"x", "z"}, {"y"})
+                   .output("y")
+                   .build_to_file(program);
+  ASSERT_TRUE(built.ok()) << built;
+  auto npy = [&](const std::string& name, int64_t rows) {
+    const std::string path = (dir_ / name).string();
+    const std::vector<int64_t> shape = {rows, 3};
+    auto status =
+        write_npy(path, F32, shape, std::vector<uint8_t>(static_cast<size_t>(rows) * 3 * 4, 0));
+    EXPECT_TRUE(status.ok()) << status;
+    return path;
+  };
+  BenchArgs bench = args();
+  bench.program = program;
+  bench.inputs = {"x=" + npy("x2.npy", 2), "z=" + npy("z2.npy", 2), "x=" + npy("x5.npy", 5),
+                  "z=" + npy("z5.npy", 5)};
+  auto report = run_bench(bench);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->input_sets.size(), 2u);
+  EXPECT_THAT(report->input_sets[0].inputs[0].shape, ElementsAre(2, 3));
+  EXPECT_THAT(report->input_sets[1].inputs[1].shape, ElementsAre(5, 3));
+  EXPECT_EQ(report->first_run_ms, report->input_sets[0].first_run_ms);
+  EXPECT_GT(report->input_sets[1].first_run_ms, 0);
+  EXPECT_EQ(report->run_ms.size(), 5u);
+  auto json = bench_json(*report);
+  ASSERT_EQ(json["input_sets"].size(), 2u);
+  EXPECT_EQ(json["input_sets"][1]["inputs"][0]["shape"], nlohmann::ordered_json({5, 3}));
+  EXPECT_THAT(bench_text(*report), HasSubstr("set 1     first run"));
+
+  bench.inputs = {"x=" + npy("x2.npy", 2), "x=" + npy("x5.npy", 5), "z=" + npy("z2.npy", 2),
+                  "z=" + npy("z5.npy", 5), "z=" + npy("z5.npy", 5)};
+  auto uneven = run_bench(bench);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_EQ(uneven.error(), Error::InvalidArgument);
+  EXPECT_THAT(uneven.status().message(),
+              HasSubstr("input 'z' is given 3 times and input 'x' 2 times"));
+
+  // One set: no input_sets in the report.
+  bench.inputs = {"x=" + npy("x2.npy", 2), "z=" + npy("z2.npy", 2)};
+  auto single = run_bench(bench);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_TRUE(single->input_sets.empty());
+  EXPECT_FALSE(bench_json(*single).contains("input_sets"));
+}
+
 TEST_F(BenchRunTest, ErrorsNameTheCulprit) {
   BenchArgs bench = args();
   bench.method = "nope";
