@@ -9,8 +9,12 @@
 // and intraOpNumThreads = interOpNumThreads = N (default 1). `--sessions` fresh sessions are
 // created and released one after another (creation timed: "session_ms"); one more is created
 // for the runs: the first run is timed alone, then `--warmup` untimed and `--runs` timed runs.
+// As in `kiln bench`, an input given N times makes N input sets: each set's first call is
+// timed in order ("input_sets": [{inputs: [{name, shape}], first_run_ms}]) and the runs cycle
+// through the sets; inputs given more than once must be given equally often.
 // Output fields: "model", "onnxruntime", "threads", "sessions", "session_ms" {median, min},
-// "first_run_ms", "warmup", "runs", "latency_ms" {median, p90, min, mean}, "run_ms".
+// "first_run_ms", "warmup", "runs", "latency_ms" {median, p90, min, mean}, "run_ms", and
+// "input_sets" with several sets.
 // Errors go to stderr with exit code 1 (2 for usage errors).
 
 import { readFileSync } from 'node:fs';
@@ -98,17 +102,36 @@ async function main() {
     intraOpNumThreads: args.threads, interOpNumThreads: args.threads,
   };
 
-  const feeds = {};
+  // Each input's tensors, in the order given; several make input sets.
+  const given = new Map();
   for (const { name, file } of args.inputs) {
-    if (feeds[name]) fail(`input '${name}' is given twice (expected once)`);
     let array;
     try {
       array = readNpy(file);
     } catch (error) {
       fail(`read input '${name}': ${error.message}`);
     }
-    feeds[name] = new ort.Tensor(array.type, array.data, array.shape);
+    if (!given.has(name)) given.set(name, []);
+    given.get(name).push(new ort.Tensor(array.type, array.data, array.shape));
   }
+  let setCount = 1;
+  let cycled = '';
+  for (const [name, tensors] of given) {
+    if (tensors.length === 1) continue;
+    if (setCount !== 1 && tensors.length !== setCount) {
+      fail(`input '${name}' is given ${tensors.length} times and input '${cycled}' ` +
+           `${setCount} times (expected inputs given more than once to be given equally often)`);
+    }
+    setCount = tensors.length;
+    if (!cycled) cycled = name;
+  }
+  const feedSets = [];
+  for (let s = 0; s < setCount; ++s) {
+    const feeds = {};
+    for (const [name, tensors] of given) feeds[name] = tensors.length === 1 ? tensors[0] : tensors[s];
+    feedSets.push(feeds);
+  }
+  const feeds = feedSets[0];
 
   const sessionMs = [];
   let session;
@@ -134,21 +157,29 @@ async function main() {
          '(expected --input NAME=FILE.npy for every input)');
   }
 
-  const run = async () => {
+  const run = async (k) => {
     try {
-      await session.run(feeds);
+      await session.run(feedSets[k % feedSets.length]);
     } catch (error) {
       fail(`run '${args.model}': ${`${error.message}`.split('\n')[0]}`);
     }
   };
-  let start = performance.now();
-  await run();
-  const firstRunMs = performance.now() - start;
-  for (let i = 0; i < args.warmup; ++i) await run();
+  const inputSets = [];
+  let start;
+  for (let s = 0; s < feedSets.length; ++s) {
+    start = performance.now();
+    await run(s);
+    inputSets.push({
+      inputs: Object.entries(feedSets[s]).map(([name, t]) => ({ name, shape: t.dims })),
+      first_run_ms: performance.now() - start,
+    });
+  }
+  const firstRunMs = inputSets[0].first_run_ms;
+  for (let i = 0; i < args.warmup; ++i) await run(i);
   const runMs = [];
   for (let i = 0; i < args.runs; ++i) {
     start = performance.now();
-    await run();
+    await run(i);
     runMs.push(performance.now() - start);
   }
   await session.release();
@@ -165,6 +196,7 @@ async function main() {
     runs: args.runs,
     latency_ms: stats(runMs),
     run_ms: runMs,
+    ...(inputSets.length > 1 ? { input_sets: inputSets } : {}),
   }, null, 2));
 }
 

@@ -281,6 +281,12 @@ function main() {
   log("layer throughput (kiln_cpu_bench, when built)");
   const layers = layerThroughput(args);
   if (layers) parts.push(layers);
+  if (args.backend === 'kiln' && names.includes('gpt_prefill')) {
+    for (const threads of args.threads) {
+      log(`reshapes: gpt_prefill at changing lengths, ${threads} thread(s) (bench/reshape_bench.mjs)`);
+      parts.push(reshapeTable(args, threads));
+    }
+  }
   for (const gpt of ['gpt', 'gpt_large']) {
     if (args.backend !== 'kiln' || ![`${gpt}_prefill`, `${gpt}_decode`].every((n) => names.includes(n))) {
       continue;
@@ -299,6 +305,19 @@ function main() {
     log(`wrote ${relative.startsWith('..') ? args.results : relative}`);
   }
   process.exit(failures.length ? 1 : 0);
+}
+
+// bench/reshape_bench.mjs's table (GPT prefill at changing lengths: per-shape plans, one
+// shape-generic plan, ONNX Runtime).
+function reshapeTable(args, threads) {
+  const ran = spawnSync(process.execPath,
+                        [path.join(path.dirname(fileURLToPath(import.meta.url)), 'reshape_bench.mjs'),
+                         '--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
+                        { encoding: 'utf8', timeout: 600_000 });
+  const body = ran.status === 0 ? ran.stdout.trim()
+    : `reshape_bench.mjs failed: ${firstLine(ran)}`;
+  return `### Frequent reshapes, ${threads} thread(s) (\`bench/reshape_bench.mjs --threads ${threads}\`)\n\n` +
+    body;
 }
 
 // bench/memory_bench.mjs's table (one multifunction program vs two ONNX Runtime sessions).

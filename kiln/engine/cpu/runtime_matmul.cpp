@@ -44,10 +44,15 @@ class RuntimeMatMulImpl {
   bool constant_b = true;
   int64_t k = 0, n = 0;  ///< Constant B only.
   int num_threads = 0;
-  dnnl::matmul primitive;  ///< Constant B.
-  /// B at run time: the primitive of each rank (2 to kMaxRank), made on its first use (ranks
-  /// of computed values are often unknown until then).
-  std::array<std::optional<dnnl::matmul>, kMaxRank + 1> by_rank;
+  /// Constant B: what its primitives are made from; their weights are held as `weights_md`.
+  std::optional<dnnl::matmul::desc> op_desc;
+  dnnl::primitive_attr attr;
+  memory::desc weights_md;
+  /// The primitives, made on first use: [rank][0] runs on one thread, [rank][1] on
+  /// `num_threads` (oneDNN fixes a primitive's thread count when it is made). A constant B's
+  /// are at rank 2; a B at run time has one per rank (2 to kMaxRank) of the calls (ranks of
+  /// computed values are often unknown until then).
+  std::array<std::array<std::optional<dnnl::matmul>, 2>, kMaxRank + 1> primitives;
   memory weights;
   memory bias;  ///< Empty when there is none.
   std::string describe;
@@ -102,7 +107,11 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
   auto op_desc = bias_md ? dnnl::matmul::desc(src_md, b_any, *bias_md, dst_md)
                          : dnnl::matmul::desc(src_md, b_any, dst_md);
   dnnl::matmul::primitive_desc pd(op_desc, attr, cpu_engine());
-  impl.primitive = dnnl::matmul(pd);
+  // Made under ThreadScope(desc.num_threads) (create): the primitive of that thread count.
+  impl.primitives[2][desc.num_threads == 1 ? 0 : 1] = dnnl::matmul(pd);
+  impl.op_desc = op_desc;
+  impl.attr = attr;
+  impl.weights_md = pd.weights_desc();
   impl.describe = describe_pd(pd) + " (run-time rows) wei:" + format_of(pd.weights_desc());
   if (pd.weights_desc() == b_md) {
     // Taken plain: read in place, after the check a packing would have made.
@@ -152,6 +161,39 @@ Result<std::unique_ptr<RuntimeMatMul>> RuntimeMatMul::create(const OpDesc& desc)
   return std::unique_ptr<RuntimeMatMul>(new RuntimeMatMul(std::move(impl)));
 }
 
+namespace {
+
+// The primitive for calls of `rank` on one thread or on `impl.num_threads`, made on first use
+// under that thread count (oneDNN sizes a primitive's parallel regions when it is made).
+Result<dnnl::matmul*> primitive_for(RuntimeMatMulImpl& impl, size_t rank, bool one_thread) {
+  using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
+  std::optional<dnnl::matmul>& slot = impl.primitives[rank][one_thread ? 0 : 1];
+  if (slot) return &*slot;
+  ThreadScope threads(one_thread ? 1 : impl.num_threads);
+  try {
+    if (impl.constant_b) {
+      dnnl::matmul::primitive_desc pd(*impl.op_desc, impl.attr, cpu_engine());
+      // The weights were laid out for the first primitive's layout: another thread count
+      // that wants another layout uses that primitive instead.
+      if (pd.weights_desc() != impl.weights_md) {
+        std::optional<dnnl::matmul>& other = impl.primitives[rank][one_thread ? 1 : 0];
+        if (other) return &*other;
+      }
+      slot = dnnl::matmul(pd);
+    } else {
+      memory::desc md = runtime_md(rank);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), dnnl::primitive_attr(),
+                                      cpu_engine());
+      slot = dnnl::matmul(pd);
+    }
+  } catch (const dnnl::error& e) {
+    return Status(Error::Internal, std::string(kRunContext) + ": " + e.what());
+  }
+  return &*slot;
+}
+
+}  // namespace
+
 Result<std::vector<int64_t>> RuntimeMatMul::output_sizes(runtime::Span<const int64_t> a,
                                                          runtime::Span<const int64_t> b) const {
   if (!impl_->constant_b) {
@@ -200,22 +242,13 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
     if (!same_batch || a_dims.back() == 0) {
       return kernels::matmul(a, *b, out).with_context(kRunContext);
     }
-    if (!impl_->by_rank[rank]) {
-      // oneDNN sizes a primitive's parallel regions when it is made: make it under the budget.
-      ThreadScope creation_threads(impl_->num_threads);
-      try {
-        memory::desc md = runtime_md(rank);
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), dnnl::primitive_attr(),
-                                        cpu_engine());
-        impl_->by_rank[rank] = dnnl::matmul(pd);
-      } catch (const dnnl::error& e) {
-        return Status(Error::Internal, std::string(kRunContext) + ": " + e.what());
-      }
-    }
   }
   int64_t k = a_dims.back();
   double macs = static_cast<double>(out.numel()) * static_cast<double>(k);
-  ThreadScope threads(macs < kMinParallelMacs ? 1 : impl_->num_threads);
+  const bool one_thread = macs < kMinParallelMacs || impl_->num_threads == 1;
+  KILN_ASSIGN_OR_RETURN(dnnl::matmul * primitive,
+                        primitive_for(*impl_, impl_->constant_b ? 2 : a_dims.size(), one_thread));
+  ThreadScope threads(one_thread ? 1 : impl_->num_threads);
   try {
     memory src = wrap(plain_md(a_dims), a.data());
     memory dst = wrap(plain_md(d_dims), out.mutable_data());
@@ -223,8 +256,7 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (impl_->bias) args[DNNL_ARG_BIAS] = impl_->bias;
-    (impl_->constant_b ? impl_->primitive : *impl_->by_rank[a_dims.size()])
-        .execute(cpu_stream(), args);
+    primitive->execute(cpu_stream(), args);
     cpu_stream().wait();
   } catch (const dnnl::error& e) {
     return Status(Error::Internal, std::string(kRunContext) + ": " + e.what());
