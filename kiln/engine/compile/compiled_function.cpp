@@ -16,21 +16,46 @@ using runtime::Span;
 using runtime::Status;
 using runtime::Tensor;
 
-Result<uint8_t*> DynamicPool::take(size_t bytes) {
+Result<DynamicPool::Piece> DynamicPool::take(size_t bytes) {
   constexpr size_t kAlignment = 64;
   constexpr size_t kChunk = size_t{8} << 20;
-  bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (chunks_.empty() || used_ + bytes > size_) {
-    size_t size = std::max(kChunk, bytes);
-    KILN_ASSIGN_OR_RETURN(runtime::AlignedBuffer chunk, runtime::allocate_bulk(size));
-    chunks_.push_back(std::move(chunk));
-    used_ = 0;
-    size_ = size;
-    total_ += size;
+  bytes = std::max<size_t>((bytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
+  size_t best = free_.size();
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (free_[i].bytes >= bytes && (best == free_.size() || free_[i].bytes < free_[best].bytes)) {
+      best = i;
+    }
   }
-  uint8_t* piece = chunks_.back().get() + used_;
+  if (best != free_.size()) {
+    Piece piece = free_[best];
+    free_[best] = free_.back();
+    free_.pop_back();
+    return piece;
+  }
+  while (chunk_ < chunks_.size() && used_ + bytes > chunks_[chunk_].size) {
+    ++chunk_;
+    used_ = 0;
+  }
+  if (chunk_ == chunks_.size()) {
+    size_t size = std::max(kChunk, bytes);
+    KILN_ASSIGN_OR_RETURN(runtime::AlignedBuffer data, runtime::allocate_bulk(size));
+    chunks_.push_back(Chunk{std::move(data), size});
+    total_ += size;
+    used_ = 0;
+  }
+  Piece piece{chunks_[chunk_].data.get() + used_, bytes};
   used_ += bytes;
   return piece;
+}
+
+void DynamicPool::give_back(Piece piece) {
+  if (piece.data != nullptr) free_.push_back(piece);
+}
+
+void DynamicPool::reset() {
+  free_.clear();
+  chunk_ = 0;
+  used_ = 0;
 }
 
 Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
@@ -40,10 +65,11 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
   if (!numel.ok()) return numel.status();
   size_t bytes = static_cast<size_t>(*numel) * tensor.element_size();
   if (pooled && (bytes > tensor.capacity_bytes() || tensor.data() == nullptr)) {
-    size_t grown = std::max<size_t>({bytes, tensor.capacity_bytes() * 2, 64});
-    KILN_ASSIGN_OR_RETURN(uint8_t * piece, pool.take(grown));
-    tensor.set_data(piece, grown);
-    ++dynamic_allocations;
+    pool.give_back({static_cast<uint8_t*>(tensor.mutable_data()), tensor.capacity_bytes()});
+    size_t chunks = pool.num_chunks();
+    KILN_ASSIGN_OR_RETURN(DynamicPool::Piece piece, pool.take(bytes));
+    tensor.set_data(piece.data, piece.bytes);
+    dynamic_allocations += pool.num_chunks() - chunks;
     return tensor.resize(sizes);
   }
   if (bytes > tensor.capacity_bytes() || tensor.data() == nullptr) {
@@ -129,10 +155,11 @@ Status execute_profiled(CompiledFunctionImpl& impl) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> ms;
   ms.reserve(impl.steps.size());
-  for (Step& step : impl.steps) {
+  for (size_t i = 0; i < impl.steps.size(); ++i) {
     auto start = Clock::now();
-    KILN_RETURN_IF_ERROR(run_step(impl, step));
+    KILN_RETURN_IF_ERROR(run_step(impl, impl.steps[i]));
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (impl.pooled) impl.release_values(i);
   }
   std::vector<profiling::StepTime> names(impl.steps.size());
   std::vector<const profiling::StepTime*> pointers;
@@ -150,9 +177,28 @@ Status execute_profiled(CompiledFunctionImpl& impl) {
 }  // namespace
 
 Status CompiledFunctionImpl::execute() {
+  if (pooled) renew_pool();
   if (profiling::enabled()) return execute_profiled(*this);
-  for (Step& step : steps) KILN_RETURN_IF_ERROR(run_step(*this, step));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    KILN_RETURN_IF_ERROR(run_step(*this, steps[i]));
+    if (pooled) release_values(i);
+  }
   return Status();
+}
+
+void CompiledFunctionImpl::renew_pool() {
+  pool.reset();
+  for (auto& slot : slots) {
+    if (slot->kind == Slot::Kind::Dynamic) slot->tensor().set_data(nullptr, 0);
+  }
+}
+
+void CompiledFunctionImpl::release_values(size_t step) {
+  for (int v : release_after[step]) {
+    Tensor& tensor = slots[static_cast<size_t>(v)]->tensor();
+    pool.give_back({static_cast<uint8_t*>(tensor.mutable_data()), tensor.capacity_bytes()});
+    tensor.set_data(nullptr, 0);
+  }
 }
 
 namespace {

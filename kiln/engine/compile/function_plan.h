@@ -85,21 +85,39 @@ struct Step {
   std::unique_ptr<runtime::KernelContext> context;
 };
 
-/// Storage for the values of a shape-generic plan: pieces carved from large chunks, so that a
-/// first run touches few fresh pages (each chunk is `runtime::allocate_bulk` memory: huge pages
-/// where the kernel gives them) instead of one allocation per value. A value that outgrows its
-/// piece takes a new, larger one; the old one is not reused, so the pool holds at most about
-/// twice the bytes of the largest shapes run.
+/// Storage for the values of a shape-generic plan, renewed at each run: pieces carved in turn
+/// from chunks of bulk memory (`runtime::allocate_bulk`: huge pages where the kernel gives
+/// them) that are kept from run to run, so only a run at a larger shape than any before touches
+/// fresh memory. A value's piece goes back to the pool after the value's last use in the run
+/// (`give_back`) and a later value that fits takes it (the smallest that fits); `reset` starts
+/// a run over from the first chunk. So the pool holds about the most bytes live at once in a
+/// run of the largest shapes, not the sum of every value.
 class DynamicPool {
  public:
-  /// `bytes` (rounded up to 64) of storage, valid while the pool lives. Errors:
-  /// MemoryAllocationFailed.
-  runtime::Result<uint8_t*> take(size_t bytes);
+  struct Piece {
+    uint8_t* data = nullptr;
+    size_t bytes = 0;  ///< What the piece holds (at least what was asked, 64-byte multiple).
+  };
+  /// A piece of at least `bytes`, valid until `reset`: a given-back one when one fits, else the
+  /// next bytes of the chunks (a new chunk when none has room). Errors: MemoryAllocationFailed.
+  runtime::Result<Piece> take(size_t bytes);
+  /// Makes `piece` (from `take`, since the last `reset`) free for later `take`s.
+  void give_back(Piece piece);
+  /// Forgets every piece: the next `take` starts at the first chunk.
+  void reset();
+  /// Bytes of the chunks allocated so far.
   uint64_t bytes() const { return total_; }
+  /// Chunks allocated so far (the times the pool asked the system for memory).
+  size_t num_chunks() const { return chunks_.size(); }
 
  private:
-  std::vector<runtime::AlignedBuffer> chunks_;
-  size_t used_ = 0, size_ = 0;
+  struct Chunk {
+    runtime::AlignedBuffer data;
+    size_t size = 0;
+  };
+  std::vector<Chunk> chunks_;
+  std::vector<Piece> free_;
+  size_t chunk_ = 0, used_ = 0;  ///< Where the next fresh piece starts.
   uint64_t total_ = 0;
 };
 
@@ -124,10 +142,13 @@ class CompiledFunctionImpl {
   /// admit, every computed value Dynamic.
   bool generic = false;
   const ir::Graph* graph = nullptr;  ///< The function (the model outlives the plan).
-  /// Set once a shape-generic plan is built: Dynamic values then grow in `pool` (during the
-  /// build, folded values keep their own `Slot::storage`).
+  /// Set once a shape-generic plan is built: Dynamic values then take their storage from
+  /// `pool` at each run (during the build, folded values keep their own `Slot::storage`), and
+  /// give it back after step `release_after` index (per step: the Dynamic slots it reads or
+  /// writes for the last time; function outputs are kept until the next run starts).
   bool pooled = false;
   DynamicPool pool;
+  std::vector<std::vector<int>> release_after;
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;
 
@@ -136,6 +157,10 @@ class CompiledFunctionImpl {
   runtime::Status resize(runtime::EValue& value, runtime::Span<const int64_t> sizes);
   /// Runs every step once (no locking, no validation).
   runtime::Status execute();
+  /// Pooled plans: gives the storage of `release_after[step]` back to the pool.
+  void release_values(size_t step);
+  /// Pooled plans, before a run: every Dynamic value without storage, the pool reset.
+  void renew_pool();
 };
 
 /// Makes a reference-kernel step for `node` over `slots` (a KernelContext bound to `impl`).

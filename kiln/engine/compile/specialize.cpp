@@ -70,7 +70,7 @@ class Builder {
     if (options_.propagate_layouts) KILN_RETURN_IF_ERROR(propagate_layouts(*impl_).status());
     KILN_RETURN_IF_ERROR(plan_memory());
     for (Step& step : impl_->steps) impl_->placement.push_back(step.placement);
-    impl_->pooled = impl_->generic;
+    if (impl_->generic) plan_releases();
     return std::move(impl_);
   }
 
@@ -295,6 +295,28 @@ class Builder {
   Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node, const FusionGroup* group,
                                                  Step& step, std::string& why);
   Status plan_memory();
+
+  // Shape-generic plans: each Dynamic value goes back to the pool after the last step that
+  // reads or writes it (function outputs are read after the run: never).
+  void plan_releases() {
+    std::vector<int> last(impl_->slots.size(), -1);
+    for (size_t i = 0; i < impl_->steps.size(); ++i) {
+      for (int v : impl_->steps[i].inputs) {
+        if (v >= 0) last[v] = static_cast<int>(i);
+      }
+      for (int v : impl_->steps[i].outputs) {
+        if (v >= 0) last[v] = static_cast<int>(i);
+      }
+    }
+    for (int v : impl_->outputs) last[v] = -1;
+    impl_->release_after.assign(impl_->steps.size(), {});
+    for (size_t v = 0; v < impl_->slots.size(); ++v) {
+      if (last[v] >= 0 && impl_->slots[v]->kind == Slot::Kind::Dynamic) {
+        impl_->release_after[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+      }
+    }
+    impl_->pooled = true;
+  }
 
   const ir::Model& model_;
   const ir::Graph& graph_;
