@@ -29,7 +29,7 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   of about 10 ms more). Trade-off: its MatMuls run on oneDNN's run-time-dimension gemm and
 ///   every other op on the reference kernels (Convs included: use enumerated shapes for
 ///   convolutional models), so a call is slower than on a plan compiled for its shape (GPT
-///   prefill at 128 tokens: 2.7 ms against 1.5 ms), and init pays once per process for
+///   prefill at 128 tokens: 2.5 ms against 1.5 ms), and init pays once per process for
 ///   oneDNN's gemm kernels (about 45 ms). Functions of static inputs (enumerated ones
 ///   included) are compiled as without it. Takes effect at init (part of the specialization
 ///   identifier). Given at load time, it overrides the export-time value.
