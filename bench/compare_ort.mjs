@@ -4,6 +4,10 @@
 //
 //   node bench/compare_ort.mjs [--models DIR] [--kiln PATH] [--work DIR] [--only a,b]
 //                              [--backend kiln|portable] [--rtol 1e-4] [--atol 1e-5]
+//                              [--option BACKEND.KEY=VALUE]...
+//
+// `--option` (repeatable) is passed to every `kiln run`, e.g.
+// `--option KilnBackend.expect_frequent_reshapes=true` checks the shape-generic plans.
 //
 // DIR holds the .onnx files and models.json written by bench/models/make_models.py. For each
 // model and each of its input cases, the inputs, ONNX Runtime's outputs and kiln's outputs are
@@ -27,7 +31,8 @@ const root = path.dirname(here);
 function usage(message) {
   if (message) console.error(`compare_ort: error: ${message}`);
   console.error('usage: node bench/compare_ort.mjs [--models DIR] [--kiln PATH] [--work DIR] ' +
-                '[--only NAME,...] [--backend kiln|portable] [--rtol R] [--atol A]');
+                '[--only NAME,...] [--backend kiln|portable] [--rtol R] [--atol A] ' +
+                '[--option BACKEND.KEY=VALUE]...');
   process.exit(2);
 }
 
@@ -40,6 +45,7 @@ function parseArgs(argv) {
     backend: 'kiln',
     rtol: 1e-4,
     atol: 1e-5,
+    options: [],
   };
   for (let i = 0; i < argv.length; ++i) {
     const flag = argv[i];
@@ -51,6 +57,7 @@ function parseArgs(argv) {
     else if (flag === '--kiln') args.kiln = path.resolve(value);
     else if (flag === '--work') args.work = path.resolve(value);
     else if (flag === '--only') args.only = value.split(',').filter((s) => s);
+    else if (flag === '--option') args.options.push('--option', value);
     else if (flag === '--backend') {
       if (value !== 'kiln' && value !== 'portable') {
         usage(`--backend '${value}' (expected kiln or portable)`);
@@ -195,7 +202,8 @@ async function compareModel(ort, name, entry, manifest, args) {
 
   let maxAbs = 0;
   for (const { kase, dirs, inputFlags, expected } of runs) {
-    const ran = kiln(['run', program, ...inputFlags, '--output-dir', dirs.kiln], args.kiln,
+    const ran = kiln(['run', program, ...inputFlags, ...args.options, '--output-dir', dirs.kiln],
+                     args.kiln,
                      path.join(work, 'cache'));
     if (ran.status !== 0) {
       return { ok: false, line: `run failed (${kase.name}): ${firstLine(ran)}` };
