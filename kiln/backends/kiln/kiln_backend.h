@@ -27,11 +27,13 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   (`engine::LoadedModel::prepare`), that runs every shape: a new shape costs no compilation
 ///   (GPT prefill at 1 thread: a new sequence length's first call takes its usual time instead
 ///   of about 10 ms more). Trade-off: its MatMuls run on oneDNN's run-time-dimension gemm and
-///   every other op on the reference kernels (Convs included: use enumerated shapes for
-///   convolutional models), so a call is slower than on a plan compiled for its shape (GPT
+///   every other op on the reference kernels, so a call is slower than on a plan compiled for
+///   its shape (GPT
 ///   prefill at 128 tokens: 2.5 ms against 1.5 ms), and init pays once per process for
 ///   oneDNN's gemm kernels (about 45 ms). Functions of static inputs (enumerated ones
-///   included) are compiled as without it. Takes effect at init (part of the specialization
+///   included), and functions with a Conv, ConvTranspose, LSTM, GRU or RNN (oneDNN has no
+///   run-time-shape form of them and the reference kernels would run them 10-50x slower: use
+///   enumerated shapes there), are compiled per shape as without it. Takes effect at init (part of the specialization
 ///   identifier). Given at load time, it overrides the export-time value.
 /// - `share_multifunction_model` (bool, default false): delegates of the process (across methods
 ///   and modules) that load the same package (by content hash) with the same specialization and

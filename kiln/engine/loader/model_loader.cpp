@@ -1,5 +1,7 @@
 #include <kiln/engine/loader/model_loader.h>
 
+#include <set>
+
 #include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/entry_format.h>
 #include <kiln/engine/cache/model_cache.h>
@@ -10,6 +12,7 @@
 
 #include <atomic>
 #include <optional>
+#include <set>
 
 namespace kiln::engine {
 
@@ -47,12 +50,28 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& sizes) {
   return text.empty() ? "()" : text;
 }
 
+// Ops whose reference kernels are far slower than their oneDNN ones and that oneDNN has no
+// run-time-shape form of: a shape-generic plan would run them 10-50x slower (OCR detection:
+// 40x), so a function holding one keeps its per-shape plans even with expect_frequent_reshapes.
+bool needs_per_shape_kernels(const ir::Graph& graph) {
+  static const std::set<std::string> kOps = {"Conv", "ConvTranspose", "LSTM", "GRU", "RNN"};
+  for (const ir::Node& node : graph.nodes) {
+    if (kOps.count(node.op) != 0) return true;
+  }
+  return false;
+}
+
 // Whether every input of `graph` has a static shape.
 bool has_static_inputs(const ir::Graph& graph) {
   for (int input : graph.inputs) {
     if (!graph.values[static_cast<size_t>(input)].type.static_sizes()) return false;
   }
   return true;
+}
+
+// Whether a function gets a shape-generic plan when expect_frequent_reshapes is set.
+bool has_generic_plan(const ir::Graph& graph) {
+  return !has_static_inputs(graph) && !needs_per_shape_kernels(graph);
 }
 
 }  // namespace
@@ -134,8 +153,7 @@ Result<Session> LoadedModel::bind(std::string_view function,
   // With expect_frequent_reshapes, a function of symbolic inputs has one shape-generic plan,
   // bound under no shapes, for every shape.
   const ir::Graph* graph = model_.find_function(function);
-  bool generic =
-      options_.expect_frequent_reshapes && graph != nullptr && !has_static_inputs(*graph);
+  bool generic = options_.expect_frequent_reshapes && graph != nullptr && has_generic_plan(*graph);
   Key key{std::string(function), generic ? std::vector<std::vector<int64_t>>{} : input_sizes};
   std::shared_ptr<BoundFunction> bound = entry(key, generic);
   // Not from the adopted artifact: build now, so bind reports what does not compile. A lazy
@@ -179,7 +197,7 @@ Status LoadedModel::prepare(std::string_view function) {
     return Status(runtime::Error::NotFound,
                   "prepare function '" + std::string(function) + "': no such function");
   }
-  if (!options_.expect_frequent_reshapes || has_static_inputs(*graph)) return Status();
+  if (!options_.expect_frequent_reshapes || !has_generic_plan(*graph)) return Status();
   std::shared_ptr<BoundFunction> bound = entry(Key{std::string(function), {}}, true);
   return build(*bound).status();
 }

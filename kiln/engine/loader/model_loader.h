@@ -114,7 +114,8 @@ std::string engine_version();
 class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
  public:
   /// Binds `function` to `input_sizes` (one per function input). With `expect_frequent_reshapes`
-  /// in the options, a function of symbolic inputs has one shape-generic plan for every shape
+  /// in the options, a function of symbolic inputs without a Conv, ConvTranspose, LSTM, GRU or
+  /// RNN (kept per shape: no run-time-shape kernels) has one shape-generic plan for every shape
   /// (`compile::specialize_generic`), built on its first bind (or by `prepare`): binding a new
   /// shape then builds nothing, and only checks that the shape fits the input types. A function
   /// and shapes recorded
@@ -130,7 +131,8 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   runtime::Result<Session> bind(std::string_view function,
                                 const std::vector<std::vector<int64_t>>& input_sizes);
 
-  /// With `expect_frequent_reshapes` in the options and `function` of symbolic inputs: builds
+  /// With `expect_frequent_reshapes` in the options and `function` of symbolic inputs (and no
+  /// Conv, ConvTranspose, LSTM, GRU or RNN): builds
   /// the function's shape-generic plan now (`compile::specialize_generic`), the one every
   /// `bind` of it then shares whatever the shapes, so no call pays for building it. Otherwise
   /// does nothing. Errors: NotFound for an unknown function; as `compile::specialize_generic`.
