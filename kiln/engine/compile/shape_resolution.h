@@ -4,6 +4,7 @@
 #include <kiln/engine/ir/graph.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/scalar_type.h>
+#include <kiln/runtime/core/tensor.h>
 
 #include <functional>
 #include <optional>
@@ -32,11 +33,20 @@ runtime::Status check_input_sizes(const ir::Graph& graph,
 bool shape_is_data_independent(const ir::Node& node, const std::function<bool(int)>& is_constant,
                                const std::function<runtime::ScalarType(int)>& dtype_of);
 
-/// The output shapes of `node` computed from its input shapes alone, for the common ops whose
-/// rule is simple (element-wise and broadcasting ops, Softmax-like and normalization ops,
-/// MatMul, Transpose), so specialization need not run a kernel to learn them; nullopt for
-/// other ops, an input of unknown shape, or inputs the rule rejects (the kernel reports why).
+/// The tensor of a node's input `index` when it is a constant (a weight or a folded value)
+/// whose bytes may be read, else null.
+using ConstantInput = std::function<const runtime::Tensor*(size_t index)>;
+
+/// The output shapes of `node` computed from its input shapes (and, through `constant`, the
+/// values of constant inputs) for the common ops whose rule is simple, so specialization need
+/// not run a kernel on zeros to learn them (for a Conv or a Resize that costs a whole run of
+/// the reference kernel): element-wise and broadcasting ops, Softmax-like and normalization
+/// ops, MatMul, Transpose, Concat, Conv, ConvTranspose, MaxPool and AveragePool (one output),
+/// and with constant inputs Reshape, Squeeze, Unsqueeze, Split and Resize. nullopt for other
+/// ops, an input of unknown shape, a value computed at run time, or inputs the rule rejects
+/// (the kernel reports why). `shape_rules.cpp`.
 std::optional<std::vector<std::vector<int64_t>>> rule_shapes(
-    const ir::Node& node, const std::vector<std::optional<std::vector<int64_t>>>& input_sizes);
+    const ir::Node& node, const std::vector<std::optional<std::vector<int64_t>>>& input_sizes,
+    const ConstantInput& constant = {});
 
 }  // namespace kiln::engine::compile

@@ -201,7 +201,19 @@ class Builder {
     for (int input : node.inputs) {
       input_sizes.push_back(input >= 0 ? slot(input).sizes : std::nullopt);
     }
-    if (auto shapes = rule_shapes(node, input_sizes)) {
+    // Constant inputs the rules read (Reshape's shape, Resize's sizes, ...), checked first.
+    ConstantInput constant = [&](size_t index) -> const Tensor* {
+      if (index >= node.inputs.size() || node.inputs[index] < 0) return nullptr;
+      Slot& s = slot(node.inputs[index]);
+      if (s.kind != Slot::Kind::Constant) return nullptr;
+      int weight = graph_.values[static_cast<size_t>(node.inputs[index])].weight;
+      if (weight >= 0 && options_.verify_weight &&
+          !options_.verify_weight(static_cast<size_t>(weight)).ok()) {
+        return nullptr;  // placing the node reports it
+      }
+      return &s.tensor();
+    };
+    if (auto shapes = rule_shapes(node, input_sizes, constant)) {
       for (size_t i = 0; i < node.outputs.size() && i < shapes->size(); ++i) {
         if (node.outputs[i] >= 0) slot(node.outputs[i]).sizes = (*shapes)[i];
       }
