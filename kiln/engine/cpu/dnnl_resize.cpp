@@ -278,22 +278,28 @@ Status prove_against_reference(const OpDesc& desc, CpuOp& op, const kernels::Res
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   const int64_t planes = x[0] * x[1], in_plane = x[2] * x[3];
   const int64_t out_plane = plan.sizes[2] * plan.sizes[3];
-  std::vector<float> src(static_cast<size_t>(planes * in_plane));
+  // The proof's buffers are kept per thread between proofs (a model's Resizes are proved one
+  // after another): fresh pages cost more than the proof's own work on some machines.
+  thread_local std::vector<float> src_storage, dst_storage, expected_storage;
+  auto at_least = [](std::vector<float>& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  };
+  float* src = at_least(src_storage, planes * in_plane);
   for (int64_t i = 0; i < in_plane; ++i) {
     const float v = probe_value(options.mode, i);
     for (int64_t p = 0; p < planes; ++p) src[static_cast<size_t>(p * in_plane + i)] = v;
   }
   // One float more than the output, used at an offset of 1: the probe writes to an unaligned
   // address, so it also proves the copy through the aligned buffer.
-  std::vector<float> dst_storage(static_cast<size_t>(planes * out_plane + 16));
-  float* dst =
-      dst_storage.data() + ((reinterpret_cast<uintptr_t>(dst_storage.data()) % 64) == 0 ? 1 : 0);
-  std::vector<float> expected(static_cast<size_t>(out_plane));
-  runtime::Tensor src_t(runtime::ScalarType::Float32, x, src.data());
+  float* dst_base = at_least(dst_storage, planes * out_plane + 16);
+  float* dst = dst_base + ((reinterpret_cast<uintptr_t>(dst_base) % 64) == 0 ? 1 : 0);
+  float* expected = at_least(expected_storage, out_plane);
+  runtime::Tensor src_t(runtime::ScalarType::Float32, x, src);
   runtime::Tensor dst_t(runtime::ScalarType::Float32, plan.sizes, dst);
-  runtime::Tensor plane_t(runtime::ScalarType::Float32, {1, 1, x[2], x[3]}, src.data());
+  runtime::Tensor plane_t(runtime::ScalarType::Float32, {1, 1, x[2], x[3]}, src);
   runtime::Tensor expected_t(runtime::ScalarType::Float32, {1, 1, plan.sizes[2], plan.sizes[3]},
-                             expected.data());
+                             expected);
   kernels::ResizePlan plane_plan = plan;
   plane_plan.sizes[0] = plane_plan.sizes[1] = 1;
   KILN_RETURN_IF_ERROR(kernels::resize(plane_t, plane_plan, options, expected_t));

@@ -124,9 +124,10 @@ bool Session::is_built() const { return bound_->ready.load(std::memory_order_acq
 Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) const {
   std::lock_guard<std::mutex> lock(bound.mutex);
   if (compile::CompiledFunction* built = bound.ready.load(std::memory_order_acquire)) return built;
-  auto compiled = bound.generic
-                      ? compile::specialize_generic(model_, bound.name, options_, compile_)
-                      : compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  auto compiled =
+      bound.generic    ? compile::specialize_generic(model_, bound.name, options_, compile_)
+      : bound.expected ? compile::specialize(model_, bound.name, bound.sizes, options_, compile_)
+                       : specialize_shape(bound);
   if (!compiled.ok()) {
     return compiled.status().with_context("build function '" + bound.name + "' for " +
                                           (bound.generic
@@ -334,6 +335,44 @@ std::string engine_version() {
   return std::string(kEngineVersion) + " / " + cpu::provider_version();
 }
 
+Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape(
+    const BoundFunction& bound) const {
+  const ir::Graph* graph = model_.find_function(bound.name);
+  if (cache_dir_.empty() || graph == nullptr || has_static_inputs(*graph)) {
+    // No cache, or a static function: the load's own artifact covers those.
+    return compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  }
+  const std::vector<StaticFunction> functions = {StaticFunction{bound.name, bound.sizes}};
+  const cache::CacheKey key = make_cache_key(model_hash_, functions, options_, compile_);
+  cache::ModelCache cache(cache_dir_, cache_options_);
+  LoadReport lookup;  // its warnings: an unusable entry is rebuilt and replaced
+  std::optional<Adopted> cached = adopt_cached(cache, key, *compile_.packed, lookup);
+  KILN_ASSIGN_OR_RETURN(auto compiled,
+                        compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
+  artifact::FunctionRecord record = record_of(*compiled, bound.name, bound.sizes);
+  if (cached && cached->functions.size() == 1 && cached->functions[0] == record) {
+    shape_hits_.fetch_add(1);
+    return compiled;
+  }
+  // A miss, or an entry whose plan differs: store this one (packed weights of every shape
+  // so far, so that the next process adopts what it needs whatever it binds first).
+  std::vector<artifact::FunctionRecord> records = {record};
+  auto store = [dir = cache_dir_, options = cache_options_, key, hash = model_hash_,
+                records = std::move(records), packed = compile_.packed] {
+    cache::ModelCache background(dir, options);
+    artifact::ArtifactPieces payload;
+    layout_payload(records, *packed, payload);
+    (void)background.store(key, payload.pieces, hash);  // failures: the cache's warnings
+  };
+  if (compile_.store_in_background) {
+    run_in_background(std::move(store));
+  } else {
+    store();
+  }
+  shape_stores_.fetch_add(1);
+  return compiled;
+}
+
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
     const ir::Model& model, const specialization::SpecializationOptions& options,
     cache::ModelCache* cache, const compile::CompileOptions& compile) {
@@ -366,6 +405,11 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   if (!with_store.packed) with_store.packed = std::make_shared<cpu::PackedConstants>();
   std::shared_ptr<LoadedModel> loaded(new LoadedModel(model, options, with_store));
   LoadReport& report = loaded->report_;
+  if (cache != nullptr && !cache->dir().empty()) {
+    loaded->cache_dir_ = cache->dir();
+    loaded->cache_options_ = cache->options();
+    loaded->model_hash_ = model_hash;
+  }
   std::vector<StaticFunction> functions = static_functions(model);
 
   // Only functions specialized at load (static inputs) have an artifact to store; a model

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <kiln/engine/cache/cache_key.h>
+#include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/ir/graph.h>
@@ -10,6 +11,7 @@
 #include <kiln/runtime/core/status.h>
 #include <kiln/runtime/core/tensor.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,9 +19,6 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln::engine::cache {
-class ModelCache;
-}
 namespace kiln::engine::package {
 class PackageView;
 }
@@ -125,9 +124,15 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// differs is still used (packed weights are found by their layouts, so any weight the new
   /// plan needs in another layout is packed then) and a warning goes to `build_warnings()`.
   /// Other functions and shapes are specialized here the first time they are seen; the result
-  /// is kept for later binds. Errors (at bind, or for a lazy session at its first use): as
-  /// `compile::specialize` (NotFound for an unknown function, InvalidArgument naming an input
-  /// whose shape does not fit, NotSupported naming a node the engine cannot compile).
+  /// is kept for later binds. With a cache at the load, a function of symbolic inputs
+  /// specialized here for some shapes gets an artifact of its own (key: the package, the
+  /// function and those shapes, the options), stored after it is specialized (in the
+  /// background with `CompileOptions::store_in_background`); the next process that binds the
+  /// same function and shapes adopts its packed weights instead of packing them (what a
+  /// Winograd Conv's weight transform costs), and builds only the plan and kernels. Errors (at
+  /// bind, or for a lazy session at its first use): as `compile::specialize` (NotFound for an
+  /// unknown function, InvalidArgument naming an input whose shape does not fit, NotSupported
+  /// naming a node the engine cannot compile).
   runtime::Result<Session> bind(std::string_view function,
                                 const std::vector<std::vector<int64_t>>& input_sizes);
 
@@ -153,6 +158,11 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// Warnings raised while building lazily bound functions since the load (a plan that does not
   /// match the artifact's fingerprint), in order.
   std::vector<std::string> build_warnings() const;
+  /// Functions of symbolic inputs specialized after the load whose shapes' artifact came from
+  /// the cache (`shape_cache_hits`), or was stored (or is being stored in the background) for
+  /// the next process (`shape_cache_stores`). See `bind`.
+  uint64_t shape_cache_hits() const { return shape_hits_.load(); }
+  uint64_t shape_cache_stores() const { return shape_stores_.load(); }
   /// The packed weights of every function and shape bound so far.
   const cpu::PackedConstants& packed_constants() const { return *compile_.packed; }
 
@@ -168,11 +178,22 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   std::shared_ptr<BoundFunction> entry(const Key& key, bool generic);
   /// Builds `bound` unless it is built; serialized per function and shapes.
   runtime::Result<compile::CompiledFunction*> build(BoundFunction& bound) const;
+  /// Specializes a function of symbolic inputs bound after the load for its shapes, through
+  /// the cache when the load had one: a stored artifact of this function and shapes gives its
+  /// packed weights (adopted, not packed again); else the artifact is stored after.
+  runtime::Result<std::unique_ptr<compile::CompiledFunction>> specialize_shape(
+      const BoundFunction& bound) const;
 
   const ir::Model& model_;
   specialization::SpecializationOptions options_;
   compile::CompileOptions compile_;
   LoadReport report_;
+  /// The load's cache (empty `cache_dir_`: none) and package hash, for the artifacts of
+  /// functions of symbolic inputs specialized after the load, one per function and shapes.
+  std::string cache_dir_;
+  cache::CacheOptions cache_options_;
+  uint64_t model_hash_ = 0;
+  mutable std::atomic<uint64_t> shape_hits_{0}, shape_stores_{0};
   mutable std::mutex mutex_;  // guards bound_
   std::map<Key, std::shared_ptr<BoundFunction>> bound_;
   mutable std::mutex warnings_mutex_;

@@ -275,6 +275,40 @@ TEST(ModelLoaderCache, AModelWithoutStaticFunctionsIsNotCached) {
   expect_runs_like_reference(**loaded, model, 2);
 }
 
+// A function of symbolic inputs bound after the load gets one artifact per shapes: the next
+// process binding the same shapes adopts its packed weights instead of packing them.
+TEST(ModelLoaderCache, ShapesBoundAfterTheLoadAreStoredAndAdopted) {
+  ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  PackageBytes package(model);
+  TempDir dir("shapes");
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto cold = ModelLoader::load(*package.view, cpu_only(), &cache);
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    EXPECT_EQ((*cold)->load_report().cache, "off");  // nothing static to store at load
+    expect_runs_like_reference(**cold, model, 2);
+    EXPECT_EQ((*cold)->shape_cache_stores(), 1u);
+    EXPECT_EQ((*cold)->shape_cache_hits(), 0u);
+    EXPECT_EQ((*cold)->packed_constants().num_packed(), 2u);
+  }
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto warm = ModelLoader::load(*package.view, cpu_only(), &cache);
+    ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+    expect_runs_like_reference(**warm, model, 2);
+    EXPECT_EQ((*warm)->shape_cache_hits(), 1u);
+    EXPECT_EQ((*warm)->shape_cache_stores(), 0u);
+    EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // adopted, not packed
+    EXPECT_EQ((*warm)->packed_constants().num_adopted_used(), 2u);
+    expect_runs_like_reference(**warm, model, 3);  // another shape: a miss, stored
+    EXPECT_EQ((*warm)->shape_cache_stores(), 1u);
+  }
+  cache::ModelCache cache(dir.path.string());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 2u);  // batch 2, batch 3
+}
+
 TEST(ModelLoaderAot, CacheKeyIsTheKeyLoadStoresUnder) {
   ir::Model model = conv_residual_model();
   PackageBytes package(model);
