@@ -118,9 +118,10 @@ export function summary(rows, backend) {
   if (backend === 'kiln' && notHit.length) {
     lines.push(`- ${notHit.length} of ${rows.length} rows' warm processes did not report a ` +
                `cache hit (cache: ${distinct(notHit.map((r) => r.cacheWarm))}): their functions ` +
-               'have symbolic inputs, specialized in the first run of each shape (not stored), ' +
-               'so their "warm load" is not the warm load the target means: "ready" counts ' +
-               'that first run');
+               'have symbolic inputs, specialized in the first run of each shape (warm ' +
+               'processes adopt the packed weights stored for that shape, then build the plan ' +
+               'and kernels), so their "warm load" is not the warm load the target means: ' +
+               '"ready" counts that first run');
   }
   if (rows.some((r) => !r.threadsApplied)) {
     lines.push('- \\* threads not applied (`threads_applied: false`): the program has no ' +
