@@ -17,7 +17,6 @@
 // bytes of one copy (the shared package's size) and the activations (`kiln run`'s planned
 // memory, arenas, scratchpads and input and output tensors). Prints a Markdown table.
 
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 
 import { caseInputs } from './inputs.mjs';
 import { writeNpy } from './npy.mjs';
+import { median, runner } from './tool_runs.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -51,20 +51,7 @@ function parseArgs(argv) {
   return args;
 }
 
-function run(command, commandArgs, env = {}) {
-  const result = spawnSync(command, commandArgs, {
-    encoding: 'utf8', timeout: 600_000, maxBuffer: 1 << 26, env: { ...process.env, ...env },
-  });
-  if (result.status !== 0) {
-    fail(`${path.basename(command)} ${commandArgs[0]} failed: ${result.stderr || result.error}`);
-  }
-  return result.stdout;
-}
-
-const median = (values) => {
-  const s = [...values].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+const run = runner(fail);
 
 // The inputs of each model's first (benchmark) case, written as .npy files.
 function writeInputs(manifest, args, work) {

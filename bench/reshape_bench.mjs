@@ -14,13 +14,13 @@
 // call in order (the time to meet every shape once), then calls cycling through the lengths.
 // Prints a Markdown table of the medians over the rounds and the ratios to ONNX Runtime.
 
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { writeNpy } from './npy.mjs';
+import { median, runner } from './tool_runs.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // Eight lengths up to the benchmark's 128 tokens, in an order that grows and shrinks.
@@ -51,19 +51,7 @@ function parseArgs(argv) {
   return args;
 }
 
-function run(command, commandArgs) {
-  const result = spawnSync(command, commandArgs,
-                           { encoding: 'utf8', timeout: 600_000, maxBuffer: 1 << 26 });
-  if (result.status !== 0) {
-    fail(`${path.basename(command)} ${commandArgs[0]} failed: ${result.stderr || result.error}`);
-  }
-  return result.stdout;
-}
-
-const median = (values) => {
-  const s = [...values].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+const run = runner(fail);
 
 // Token ids below 100 (every GPT of the bench has a larger vocabulary), from a fixed seed.
 function writeLengths(work) {

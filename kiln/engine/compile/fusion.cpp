@@ -79,6 +79,26 @@ std::optional<std::vector<int64_t>> bias_view(const ir::Node& anchor,
   return std::vector<int64_t>{out[axis]};
 }
 
+// The node reading `current` when a chain may go on through it: `current`'s only reader, not
+// absorbed yet, of one output in the default domain and without regions; else null.
+const ir::Node* chain_next(const FusionContext& c, int current, size_t& index) {
+  if (c.num_uses[current] != 1 || c.consumer[current] < 0) return nullptr;
+  index = static_cast<size_t>(c.consumer[current]);
+  const ir::Node& next = c.graph.nodes[index];
+  if (c.absorbed[index] || !next.regions.empty() || next.outputs.size() != 1 ||
+      next.outputs[0] < 0 || !next.domain.empty()) {
+    return nullptr;
+  }
+  return &next;
+}
+
+// `group` ending at `current`, or nullopt when nothing was absorbed.
+std::optional<FusionGroup> finished(FusionGroup group, int current) {
+  if (group.absorbed.empty()) return std::nullopt;
+  group.output = current;
+  return group;
+}
+
 bool has_bias_input(const ir::Node& anchor) {
   if (anchor.op == "MatMul") return false;
   return anchor.inputs.size() > 2 && anchor.inputs[2] >= 0;
@@ -95,13 +115,9 @@ std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_ind
   const std::vector<int64_t>* out = static_sizes(c, current);
   if (out == nullptr || c.slots[current]->dtype != ScalarType::Float32) return std::nullopt;
   bool bias_done = has_bias_input(anchor);
-  while (c.num_uses[current] == 1 && c.consumer[current] >= 0) {
-    auto next_index = static_cast<size_t>(c.consumer[current]);
-    const ir::Node& next = c.graph.nodes[next_index];
-    if (c.absorbed[next_index] || !next.regions.empty() || next.outputs.size() != 1 ||
-        next.outputs[0] < 0 || !next.domain.empty()) {
-      break;
-    }
+  size_t next_index = 0;
+  while (const ir::Node* next_node = chain_next(c, current, next_index)) {
+    const ir::Node& next = *next_node;
     const std::vector<int64_t>* next_out = static_sizes(c, next.outputs[0]);
     if (next_out == nullptr || *next_out != *out) break;
     if (next.op == "Add" && next.inputs.size() == 2) {
@@ -133,9 +149,7 @@ std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_ind
     group.absorbed.push_back(next_index);
     current = next.outputs[0];
   }
-  if (group.absorbed.empty()) return std::nullopt;
-  group.output = current;
-  return group;
+  return finished(std::move(group), current);
 }
 
 std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t anchor_index) {
@@ -149,14 +163,10 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
   const int64_t n = (*b)[1];
   FusionGroup group;
   int current = anchor.outputs[0];
-  while (c.num_uses[current] == 1 && c.consumer[current] >= 0) {
-    auto next_index = static_cast<size_t>(c.consumer[current]);
-    const ir::Node& next = c.graph.nodes[next_index];
-    if (c.absorbed[next_index] || !next.regions.empty() || next.outputs.size() != 1 ||
-        next.outputs[0] < 0 || !next.domain.empty() ||
-        c.slots[next.outputs[0]]->dtype != ScalarType::Float32) {
-      break;
-    }
+  size_t next_index = 0;
+  while (const ir::Node* next_node = chain_next(c, current, next_index)) {
+    const ir::Node& next = *next_node;
+    if (c.slots[next.outputs[0]]->dtype != ScalarType::Float32) break;
     if (next.op == "Add" && next.inputs.size() == 2 && next.inputs[0] != next.inputs[1]) {
       int other = next.inputs[0] == current ? next.inputs[1] : next.inputs[0];
       const std::vector<int64_t>* bias = static_sizes(c, other);
@@ -176,9 +186,7 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
     group.absorbed.push_back(next_index);
     current = next.outputs[0];
   }
-  if (group.absorbed.empty()) return std::nullopt;
-  group.output = current;
-  return group;
+  return finished(std::move(group), current);
 }
 
 }  // namespace kiln::engine::compile

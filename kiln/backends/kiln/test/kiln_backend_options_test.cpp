@@ -144,6 +144,22 @@ class OnePackage : public runtime::NamedDataMap {
   std::vector<uint8_t> bytes_;
 };
 
+// Inits a KilnBackend delegate of `package` (manifest: function "main") directly with `map`'s
+// options; runs `check` on the handle, then destroys it.
+template <typename Check>
+void with_delegate(const LoadBackendOptionsMap& map, std::vector<uint8_t> package, Check check) {
+  OnePackage named_data(std::move(package));
+  runtime::BackendInitContext context("forward", "forward_0", map.get_options("KilnBackend"),
+                                      &named_data);
+  std::vector<uint8_t> manifest = bytes_of(function_manifest());
+  runtime::FreeableBuffer processed(manifest.data(), manifest.size());
+  KilnBackend backend;
+  auto handle = backend.init(context, &processed, {});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  check(*handle);
+  backend.destroy(*handle);
+}
+
 TEST(KilnBackendOptions, InitSeesEveryOptionOfTheBuilder) {
   LoadBackendOptionsMap map;
   ASSERT_TRUE(map.set_options(KilnBackendOptions()
@@ -154,22 +170,15 @@ TEST(KilnBackendOptions, InitSeesEveryOptionOfTheBuilder) {
                                   .setNumThreads(3)
                                   .setWinograd(false))
                   .ok());
-  OnePackage named_data(package_of(matmul_add_relu(2)));
-  runtime::BackendInitContext context("forward", "forward_0", map.get_options("KilnBackend"),
-                                      &named_data);
-  std::vector<uint8_t> manifest = bytes_of(function_manifest());
-  runtime::FreeableBuffer processed(manifest.data(), manifest.size());
-  KilnBackend backend;
-  auto handle = backend.init(context, &processed, {});
-  ASSERT_TRUE(handle.ok()) << handle.status();
-  const KilnBackendConfig& config = KilnBackend::config_of(*handle);
-  EXPECT_EQ(config.compute_unit, "prefer_cpu");
-  EXPECT_TRUE(config.expect_frequent_reshapes);
-  EXPECT_TRUE(config.share_multifunction_model);
-  EXPECT_EQ(config.cache_dir, "");
-  EXPECT_EQ(config.num_threads, 3);
-  EXPECT_FALSE(config.winograd);
-  backend.destroy(*handle);
+  with_delegate(map, package_of(matmul_add_relu(2)), [](runtime::DelegateHandle* handle) {
+    const KilnBackendConfig& config = KilnBackend::config_of(handle);
+    EXPECT_EQ(config.compute_unit, "prefer_cpu");
+    EXPECT_TRUE(config.expect_frequent_reshapes);
+    EXPECT_TRUE(config.share_multifunction_model);
+    EXPECT_EQ(config.cache_dir, "");
+    EXPECT_EQ(config.num_threads, 3);
+    EXPECT_FALSE(config.winograd);
+  });
 }
 
 // With expect_frequent_reshapes, a function of symbolic inputs gets its shape-generic plan at
@@ -180,22 +189,17 @@ TEST(KilnBackendOptions, FrequentReshapesBuildOneGenericPlanAtInitForEveryShape)
   ASSERT_TRUE(
       map.set_options(KilnBackendOptions().setExpectFrequentReshapes(true).setCacheDirectory(""))
           .ok());
-  OnePackage named_data(package_of(matmul_add_relu(ir::Dim::symbol("batch"))));
-  runtime::BackendInitContext context("forward", "forward_0", map.get_options("KilnBackend"),
-                                      &named_data);
-  std::vector<uint8_t> manifest = bytes_of(function_manifest());
-  runtime::FreeableBuffer processed(manifest.data(), manifest.size());
-  KilnBackend backend;
-  auto handle = backend.init(context, &processed, {});
-  ASSERT_TRUE(handle.ok()) << handle.status();
-  const engine::LoadedModel* model = KilnBackend::model_of(*handle);
-  EXPECT_EQ(model->num_built(), 1u);
-  auto placement = model->placement();
-  ASSERT_EQ(placement.size(), 1u);
-  EXPECT_TRUE(placement[0].input_sizes.empty());  // one plan for every shape
-  ASSERT_FALSE(placement[0].steps.empty());
-  EXPECT_EQ(placement[0].steps[0].device, "cpu:onednn");  // MatMul + bias + Relu, fused
-  backend.destroy(*handle);
+  with_delegate(map, package_of(matmul_add_relu(ir::Dim::symbol("batch"))),
+                [](runtime::DelegateHandle* handle) {
+                  const engine::LoadedModel* model = KilnBackend::model_of(handle);
+                  EXPECT_EQ(model->num_built(), 1u);
+                  auto placement = model->placement();
+                  ASSERT_EQ(placement.size(), 1u);
+                  EXPECT_TRUE(placement[0].input_sizes.empty());  // one plan for every shape
+                  ASSERT_FALSE(placement[0].steps.empty());
+                  // MatMul + bias + Relu, fused
+                  EXPECT_EQ(placement[0].steps[0].device, "cpu:onednn");
+                });
 
   static const auto package = package_of(matmul_add_relu(ir::Dim::symbol("batch")));
   auto kiln = load(kiln_program(package, function_manifest(), 0), &map);

@@ -89,19 +89,25 @@ struct TempDir {
   std::filesystem::path path;
 };
 
-/// Runs `main` of a loaded conv_residual_model on seeded data and checks it against the
-/// reference interpreter.
-void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int64_t batch = 1) {
-  auto session = loaded.bind("main", {{batch, 8, 10, 10}});
+/// Binds `main` of `model` to one input of `sizes`, runs it on seeded data and checks it
+/// against the reference interpreter.
+void expect_binds_like_reference(LoadedModel& loaded, const ir::Model& model,
+                                 const std::vector<int64_t>& sizes, uint32_t seed = 9) {
+  auto session = loaded.bind("main", {sizes});
   ASSERT_TRUE(session.ok()) << session.status().to_string();
   std::vector<Buffer> inputs;
-  inputs.push_back(random_input(ScalarType::Float32, {batch, 8, 10, 10}, 9));
+  inputs.push_back(random_input(ScalarType::Float32, sizes, seed));
   std::vector<const Tensor*> in = {&inputs[0].tensor};
   auto expected = interpret(model, in);
   auto outputs = output_buffers(**session->function());
   std::vector<Tensor*> out = {&outputs[0].tensor};
   ASSERT_TRUE(session->run(in, out).ok());
   expect_close(outputs[0].tensor, expected[0].tensor);
+}
+
+/// The same for conv_residual_model at `batch`.
+void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int64_t batch = 1) {
+  expect_binds_like_reference(loaded, model, {batch, 8, 10, 10});
 }
 
 TEST(ModelLoaderCache, ColdLoadStoresWarmLoadAdoptsPackedWeights) {
@@ -432,19 +438,6 @@ ir::Model matmul_model() {
   return b.build();
 }
 
-void expect_matmul_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int64_t n) {
-  auto session = loaded.bind("main", {{n, 8}});
-  ASSERT_TRUE(session.ok()) << session.status().to_string();
-  std::vector<Buffer> inputs;
-  inputs.push_back(random_input(ScalarType::Float32, {n, 8}, 11));
-  std::vector<const Tensor*> in = {&inputs[0].tensor};
-  auto expected = interpret(model, in);
-  auto outputs = output_buffers(**session->function());
-  std::vector<Tensor*> out = {&outputs[0].tensor};
-  ASSERT_TRUE(session->run(in, out).ok());
-  expect_close(outputs[0].tensor, expected[0].tensor);
-}
-
 // With expect_frequent_reshapes, a function of symbolic inputs has one shape-generic plan:
 // `prepare` builds it, and binding new shapes builds nothing more.
 TEST(ModelLoader, FrequentReshapesShareOneGenericPlanForEveryShape) {
@@ -456,7 +449,7 @@ TEST(ModelLoader, FrequentReshapesShareOneGenericPlanForEveryShape) {
   EXPECT_EQ((*loaded)->num_built(), 0u);
   ASSERT_TRUE((*loaded)->prepare("main").ok());
   EXPECT_EQ((*loaded)->num_built(), 1u);
-  for (int64_t n : {1, 3, 2, 40}) expect_matmul_runs_like_reference(**loaded, model, n);
+  for (int64_t n : {1, 3, 2, 40}) expect_binds_like_reference(**loaded, model, {n, 8}, 11);
   EXPECT_EQ((*loaded)->num_built(), 1u);
   auto placement = (*loaded)->placement();
   ASSERT_EQ(placement.size(), 1u);
@@ -479,7 +472,7 @@ TEST(ModelLoader, FrequentReshapesShareOneGenericPlanForEveryShape) {
   ASSERT_TRUE(per_shape.ok());
   ASSERT_TRUE((*per_shape)->prepare("main").ok());  // nothing to prepare
   EXPECT_EQ((*per_shape)->num_built(), 0u);
-  for (int64_t n : {1, 3}) expect_matmul_runs_like_reference(**per_shape, model, n);
+  for (int64_t n : {1, 3}) expect_binds_like_reference(**per_shape, model, {n, 8}, 11);
   EXPECT_EQ((*per_shape)->num_built(), 2u);
 }
 
