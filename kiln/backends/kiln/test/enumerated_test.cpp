@@ -3,6 +3,7 @@
 // Each listed shape runs its function; an unlisted shape runs nothing; init checks every listed
 // function and binds them all, or fails.
 #include <kiln/backends/kiln/kiln_backend.h>
+#include <kiln/backends/kiln/test/kiln_test_programs.h>
 #include <kiln/engine/ir/graph.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/loader/model_loader.h>
@@ -101,20 +102,6 @@ std::string three_functions() {
       {entry("add_one", "[1, 4]"), entry("add_two", "[1, 8]"), entry("add_three", "[2, 4]")});
 }
 
-// Named data holding one package, for calling the backend directly.
-class OnePackage : public runtime::NamedDataMap {
- public:
-  explicit OnePackage(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
-  Result<runtime::FreeableBuffer> get_data(std::string_view key) const override {
-    if (key != kPackageKey) return runtime::Status(Error::NotFound, "no " + std::string(key));
-    return runtime::FreeableBuffer(bytes_.data(), bytes_.size());
-  }
-  std::vector<std::string> keys() const override { return {kPackageKey}; }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
-
 // A delegate made by calling KilnBackend::init directly; destroyed with this object.
 class Delegate {
  public:
@@ -127,7 +114,7 @@ class Delegate {
     KILN_ASSIGN_OR_RETURN(d->handle_, d->backend_->init(context, &blob, {}));
     return d;
   }
-  Delegate() : named_data_(package()) {}
+  Delegate() : named_data_(package(), kPackageKey) {}
   ~Delegate() {
     if (handle_ != nullptr) backend_->destroy(handle_);
   }
@@ -143,7 +130,7 @@ class Delegate {
   }
 
  private:
-  OnePackage named_data_;
+  kiln_test::OnePackage named_data_;
   std::shared_ptr<runtime::BackendInterface> backend_;
   runtime::DelegateHandle* handle_ = nullptr;
 };
@@ -370,7 +357,7 @@ TEST(KilnBackendEnumerated, DtypesMustAgreeAcrossFunctions) {
   add_function(model, "add_half", {1, 2}, 0.5f, runtime::ScalarType::Float16);
   auto bytes = engine::package::write_package(model);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  OnePackage named_data(*bytes);
+  kiln_test::OnePackage named_data(*bytes, kPackageKey);
   auto backend = runtime::get_backend("KilnBackend");
   runtime::BackendInitContext context("forward", "forward_0", {}, &named_data);
   std::string manifest =

@@ -130,20 +130,6 @@ TEST(KilnBackendOptions, MapCopiesTheBuilderUnderItsBackendId) {
                                         {"cache_dir", std::string("a/cache/dir")}}));
 }
 
-// Named data holding one model package, for calling KilnBackend::init directly.
-class OnePackage : public runtime::NamedDataMap {
- public:
-  explicit OnePackage(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
-  runtime::Result<runtime::FreeableBuffer> get_data(std::string_view key) const override {
-    if (key != kPackageKey) return Status(Error::NotFound, "no key '" + std::string(key) + "'");
-    return runtime::FreeableBuffer(bytes_.data(), bytes_.size());
-  }
-  std::vector<std::string> keys() const override { return {kPackageKey}; }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
-
 // Inits a KilnBackend delegate of `package` (manifest: function "main") directly with `map`'s
 // options; runs `check` on the handle, then destroys it.
 template <typename Check>

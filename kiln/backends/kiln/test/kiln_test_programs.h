@@ -5,6 +5,7 @@
 // manifest as the delegate blob, and the same graph on the reference kernels to compare with.
 #include <kiln/engine/ir/graph.h>
 #include <kiln/engine/package/package.h>
+#include <kiln/runtime/backend/named_data.h>
 #include <kiln/runtime/backend/options_map.h>
 #include <kiln/runtime/core/data_loader.h>
 #include <kiln/runtime/executor/method.h>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -115,6 +117,24 @@ inline std::string function_manifest(const std::string& function = "main") {
          R"(", "input_names": ["x"], "output_names": ["y"], "function": ")" + function + R"("})";
 }
 
+// Named data holding one model package under `key`, for calling KilnBackend::init directly.
+class OnePackage : public runtime::NamedDataMap {
+ public:
+  explicit OnePackage(std::vector<uint8_t> bytes, std::string key = kPackageKey)
+      : bytes_(std::move(bytes)), key_(std::move(key)) {}
+  Result<runtime::FreeableBuffer> get_data(std::string_view key) const override {
+    if (key != key_) {
+      return runtime::Status(runtime::Error::NotFound, "no key '" + std::string(key) + "'");
+    }
+    return runtime::FreeableBuffer(bytes_.data(), bytes_.size());
+  }
+  std::vector<std::string> keys() const override { return {key_}; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  std::string key_;
+};
+
 using CompileSpecs = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
 
 // A program whose method "forward" is one KilnBackend delegate (with `compile_specs`). `batch` 0:
@@ -129,8 +149,7 @@ inline ProgramBuilder kiln_program(const std::vector<uint8_t>& package, const st
     builder.input("x", F32, {0, kIn}, ShapeDynamism::Unbounded, {"batch", ""})
         .tensor("y", F32, {0, kOut}, ShapeDynamism::Unbounded);
   }
-  return builder
-      .delegate("KilnBackend", bytes_of(manifest), {"x"}, {"y"}, std::move(compile_specs))
+  return builder.delegate("KilnBackend", bytes_of(manifest), {"x"}, {"y"}, std::move(compile_specs))
       .output("y")
       .named_data(kPackageKey, package);
 }

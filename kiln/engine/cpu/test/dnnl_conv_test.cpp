@@ -25,11 +25,10 @@ struct ConvParams {
 };
 
 std::string conv_name(const ConvParams& p) {
-  return "N" + std::to_string(p.n) + " C" + std::to_string(p.c) + " M" + std::to_string(p.m) +
-         " " + std::to_string(p.h) + "x" + std::to_string(p.w) + " k" + std::to_string(p.kh) +
-         "x" + std::to_string(p.kw) + " s" + std::to_string(p.stride) + " d" +
-         std::to_string(p.dilation) + " p" + std::to_string(p.pad) + " g" +
-         std::to_string(p.group);
+  return "N" + std::to_string(p.n) + " C" + std::to_string(p.c) + " M" + std::to_string(p.m) + " " +
+         std::to_string(p.h) + "x" + std::to_string(p.w) + " k" + std::to_string(p.kh) + "x" +
+         std::to_string(p.kw) + " s" + std::to_string(p.stride) + " d" +
+         std::to_string(p.dilation) + " p" + std::to_string(p.pad) + " g" + std::to_string(p.group);
 }
 
 TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
@@ -40,14 +39,18 @@ TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
       {1, 16, 32, 6, 6, 3, 3, 1, 1, 0, 4},  {1, 16, 24, 7, 7, 1, 1, 1, 1, 0, 1},
       {1, 4, 6, 7, 8, 2, 3, 2, 1, 0, 2}};
   const std::vector<std::vector<PostOp>> post_op_sets = {
-      {}, {{PostOpKind::Relu}}, {{PostOpKind::Clip, 0.0f, 6.0f}}, {{PostOpKind::Sigmoid}},
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Clip, 0.0f, 6.0f}},
+      {{PostOpKind::Sigmoid}},
       {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
   uint32_t seed = 200;
   for (const ConvParams& p : params) {
     for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
       for (bool bias : {true, false}) {
         for (const auto& post_ops : post_op_sets) {
-          SCOPED_TRACE(conv_name(p) + (layout == ActivationLayout::Plain ? " plain" : " preferred") +
+          SCOPED_TRACE(conv_name(p) +
+                       (layout == ActivationLayout::Plain ? " plain" : " preferred") +
                        (bias ? " bias" : "") + post_ops_name(post_ops));
           std::vector<ir::Attribute> attributes = {
               ints("strides", {p.stride, p.stride}), ints("dilations", {p.dilation, p.dilation}),
@@ -62,21 +65,7 @@ TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
           options.dilations = {p.dilation, p.dilation};
           options.pads = {p.pad, p.pad, p.pad, p.pad};
           options.group = p.group;
-          auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
-          ASSERT_TRUE(shape.ok()) << shape.status();
-          OwnedTensor expected = zeros(*shape);
-          ASSERT_TRUE(kernels::conv(c.at(0), c.at(1),
-                                    bias ? &c.at(2) : nullptr, options,
-                                    expected.tensor())
-                          .ok());
-          std::vector<const Tensor*> residuals;
-          if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
-            c.add(random_tensor(*shape, seed++), false);
-            residuals.push_back(&c.inputs.back()->tensor());
-          }
-          apply_post_ops(post_ops, residuals, expected);
-          c.desc.post_ops = post_ops;
-          expect_near(c.run(), expected);
+          expect_conv_like_reference(c, options, bias, post_ops, seed);
         }
       }
     }
@@ -95,8 +84,7 @@ TEST(DnnlConv, AutoPadSameMatchesReference) {
     auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
     ASSERT_TRUE(shape.ok());
     OwnedTensor expected = zeros(*shape);
-    ASSERT_TRUE(kernels::conv(c.at(0), c.at(1), nullptr, options,
-                              expected.tensor()).ok());
+    ASSERT_TRUE(kernels::conv(c.at(0), c.at(1), nullptr, options, expected.tensor()).ok());
     expect_near(c.run(), expected);
   }
 }
@@ -107,10 +95,11 @@ TEST(DnnlConv, OneAndThreeDimensionalConvsMatchReference) {
     std::vector<int64_t> x, w;
     int64_t stride, pad, group;
   };
-  const std::vector<Geometry> geometries = {
-      {{1, 1, 64}, {8, 1, 5}, 2, 2, 1},        {{2, 8, 17}, {8, 1, 3}, 1, 1, 8},
-      {{1, 6, 20}, {4, 3, 4}, 3, 0, 2},        {{1, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, 1, 1, 1},
-      {{1, 4, 6, 5, 4}, {4, 2, 1, 2, 3}, 2, 0, 2}};
+  const std::vector<Geometry> geometries = {{{1, 1, 64}, {8, 1, 5}, 2, 2, 1},
+                                            {{2, 8, 17}, {8, 1, 3}, 1, 1, 8},
+                                            {{1, 6, 20}, {4, 3, 4}, 3, 0, 2},
+                                            {{1, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, 1, 1, 1},
+                                            {{1, 4, 6, 5, 4}, {4, 2, 1, 2, 3}, 2, 0, 2}};
   uint32_t seed = 600;
   for (const Geometry& g : geometries) {
     size_t spatial = g.x.size() - 2;
@@ -132,9 +121,7 @@ TEST(DnnlConv, OneAndThreeDimensionalConvsMatchReference) {
         auto shape = kernels::conv_shape(g.x, g.w, options);
         ASSERT_TRUE(shape.ok()) << shape.status();
         OwnedTensor expected = zeros(*shape);
-        ASSERT_TRUE(kernels::conv(c.at(0), c.at(1),
-                                  &c.at(2), options, expected.tensor())
-                        .ok());
+        ASSERT_TRUE(kernels::conv(c.at(0), c.at(1), &c.at(2), options, expected.tensor()).ok());
         apply_post_ops(post_ops, {}, expected);
         c.desc.post_ops = post_ops;
         expect_near(c.run(), expected);

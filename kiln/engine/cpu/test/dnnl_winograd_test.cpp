@@ -23,10 +23,9 @@ struct BlockedParams {
 };
 
 std::string blocked_name(const BlockedParams& p, bool winograd) {
-  return "C" + std::to_string(p.c) + " M" + std::to_string(p.m) + " " + std::to_string(p.hw) +
-         "x" + std::to_string(p.hw) + " k" + std::to_string(p.k) + " s" +
-         std::to_string(p.stride) + " p" + std::to_string(p.pad) +
-         (winograd ? " winograd" : " direct");
+  return "C" + std::to_string(p.c) + " M" + std::to_string(p.m) + " " + std::to_string(p.hw) + "x" +
+         std::to_string(p.hw) + " k" + std::to_string(p.k) + " s" + std::to_string(p.stride) +
+         " p" + std::to_string(p.pad) + (winograd ? " winograd" : " direct");
 }
 
 // 3x3 stride 1 (Winograd-eligible, 2x3 and 4x3 tiles), strided and 1x1 Convs, an image input
@@ -51,18 +50,7 @@ TEST(DnnlBlockedConv, MatchesReferenceWithAndWithoutWinograd) {
         c.add(random_tensor({1, p.c, p.hw, p.hw}, seed++), false);
         c.add(random_tensor({p.m, p.c, p.k, p.k}, seed++, -0.5, 0.5), true);
         c.add(random_tensor({p.m}, seed++), true);
-        auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
-        ASSERT_TRUE(shape.ok()) << shape.status();
-        OwnedTensor expected = zeros(*shape);
-        ASSERT_TRUE(kernels::conv(c.at(0), c.at(1), &c.at(2), options, expected.tensor()).ok());
-        std::vector<const Tensor*> residuals;
-        if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
-          c.add(random_tensor(*shape, seed++), false);
-          residuals.push_back(&c.inputs.back()->tensor());
-        }
-        apply_post_ops(post_ops, residuals, expected);
-        c.desc.post_ops = post_ops;
-        expect_near(c.run(), expected);
+        expect_conv_like_reference(c, options, /*bias=*/true, post_ops, seed);
       }
     }
   }

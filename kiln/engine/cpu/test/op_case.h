@@ -4,6 +4,7 @@
 // (`Case`), the reference post-ops and a tolerance check.
 
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/kernels/kernels.h>
 #include <kiln/kernels/test/tensor_helpers.h>
 
 #include <gtest/gtest.h>
@@ -130,16 +131,48 @@ inline void apply_post_ops(const std::vector<PostOp>& post_ops,
     for (int64_t i = 0; i < out.tensor().numel(); ++i) {
       double v = y[i];
       switch (p.kind) {
-        case PostOpKind::Relu: v = std::max(v, 0.0); break;
-        case PostOpKind::Clip: v = std::min(std::max(v, double{p.alpha}), double{p.beta}); break;
-        case PostOpKind::Sigmoid: v = 1.0 / (1.0 + std::exp(-v)); break;
-        case PostOpKind::Tanh: v = std::tanh(v); break;
-        case PostOpKind::Gelu: v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
-        case PostOpKind::AddResidual: v += r[i]; break;
+        case PostOpKind::Relu:
+          v = std::max(v, 0.0);
+          break;
+        case PostOpKind::Clip:
+          v = std::min(std::max(v, double{p.alpha}), double{p.beta});
+          break;
+        case PostOpKind::Sigmoid:
+          v = 1.0 / (1.0 + std::exp(-v));
+          break;
+        case PostOpKind::Tanh:
+          v = std::tanh(v);
+          break;
+        case PostOpKind::Gelu:
+          v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+          break;
+        case PostOpKind::AddResidual:
+          v += r[i];
+          break;
       }
       y[i] = static_cast<float>(v);
     }
   }
+}
+
+/// Runs `c` (a Conv whose X, W and, with `bias`, B are added) with `post_ops` and checks it
+/// against the reference convolution with `options` followed by the same post-ops. A first
+/// post-op AddResidual adds the residual input (seeded from `seed`, which advances).
+inline void expect_conv_like_reference(Case& c, const kernels::ConvOptions& options, bool bias,
+                                       const std::vector<PostOp>& post_ops, uint32_t& seed) {
+  auto shape = kernels::conv_shape(c.desc.inputs[0].sizes, c.desc.inputs[1].sizes, options);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  OwnedTensor expected = zeros(*shape);
+  ASSERT_TRUE(
+      kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor()).ok());
+  std::vector<const runtime::Tensor*> residuals;
+  if (!post_ops.empty() && post_ops[0].kind == PostOpKind::AddResidual) {
+    c.add(random_tensor(*shape, seed++), false);
+    residuals.push_back(&c.inputs.back()->tensor());
+  }
+  apply_post_ops(post_ops, residuals, expected);
+  c.desc.post_ops = post_ops;
+  expect_near(c.run(), expected);
 }
 
 inline std::string post_ops_name(const std::vector<PostOp>& post_ops) {
