@@ -620,6 +620,7 @@ Status Builder::plan_memory() {
   // Slot tensors are final: point the oneDNN steps at them.
   for (Step& step : impl_->steps) {
     if (step.cpu_op == nullptr) continue;
+    KILN_RETURN_IF_ERROR(step.cpu_op->finish());
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       int v = step.inputs[i];
       const Tensor* view = nullptr;

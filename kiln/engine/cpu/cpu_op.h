@@ -114,8 +114,9 @@ struct OpDesc {
 int op_threads(const OpDesc& desc);
 
 /// A compiled op for one set of input shapes. Lifecycle: `create` (may allocate, JIT and pack
-/// weights) → `run` any number of times (no allocation). Thread-safety: `run` uses buffers the
-/// op owns, so one op runs on one thread at a time; distinct ops may run concurrently.
+/// weights) → layout hand-overs → `finish` → `run` any number of times (no allocation).
+/// Thread-safety: `run` uses buffers the op owns, so one op runs on one thread at a time; distinct
+/// ops may run concurrently.
 class CpuOp {
  public:
   virtual ~CpuOp() = default;
@@ -179,6 +180,13 @@ class CpuOp {
   /// From now on, output `index` is written in `native_output_layout(index)`. Errors: as
   /// `use_native_input`.
   virtual runtime::Status use_native_output(size_t index);
+
+  /// Makes what the layouts settled so far still need (oneDNN: the reorders and buffers that
+  /// convert plain inputs and outputs the op computes natively), so that `run` allocates
+  /// nothing. Call it after the last `use_native_input` / `use_native_output`; conversions a
+  /// hand-over removes are then never made. `run` finishes an op not finished yet (allocating
+  /// in that first run). Errors: the provider's, e.g. out of memory.
+  virtual runtime::Status finish() { return runtime::Status(); }
 };
 
 /// The kernel provider and its version, e.g. "oneDNN 2.6.3 (hash)": part of the engine

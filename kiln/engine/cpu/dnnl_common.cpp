@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -189,6 +190,31 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, cpu_engine(), const_cast<void*>(data));
 }
 
+CpuOp::NativeLayout native_layout(const dnnl::memory::desc& md) {
+  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
+}
+
+Staging::Staging(dnnl::memory::desc plain, dnnl::memory::desc internal, bool to_internal,
+                 bool own_buffer)
+    : plain_desc_(std::move(plain)),
+      internal_desc_(std::move(internal)),
+      to_internal_(to_internal),
+      own_buffer_(own_buffer) {}
+
+Status Staging::make() {
+  if (made_) return Status();
+  try {
+    plain_ = wrap(plain_desc_, nullptr);
+    internal_ =
+        own_buffer_ ? dnnl::memory(internal_desc_, cpu_engine()) : wrap(internal_desc_, nullptr);
+    reorder_ = to_internal_ ? dnnl::reorder(plain_, internal_) : dnnl::reorder(internal_, plain_);
+  } catch (const dnnl::error& e) {
+    return Status(Error::Internal, std::string("oneDNN layout conversion: ") + e.what());
+  }
+  made_ = true;
+  return Status();
+}
+
 std::string layout_bytes(const dnnl::memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_wino) {
@@ -302,6 +328,20 @@ Status DnnlOp::execute(const dnnl::primitive& primitive,
     return Status(Error::Internal, "run op '" + op_ + "' (oneDNN): " + e.what());
   }
   return Status();
+}
+
+Status DnnlOp::make(Staging& stage) {
+  ThreadScope threads(num_threads_);
+  return stage.make();
+}
+
+Status DnnlOp::convert(Staging& stage, const void* plain, const dnnl::memory* other) {
+  KILN_RETURN_IF_ERROR(make(stage));
+  point(stage.plain_, plain);
+  const dnnl::memory& internal = other != nullptr ? *other : stage.internal_;
+  return stage.to_internal_
+             ? execute(stage.reorder_, {{DNNL_ARG_FROM, stage.plain_}, {DNNL_ARG_TO, internal}})
+             : execute(stage.reorder_, {{DNNL_ARG_FROM, internal}, {DNNL_ARG_TO, stage.plain_}});
 }
 
 Status DnnlOp::check_run_counts(runtime::Span<const runtime::Tensor*> inputs,

@@ -80,6 +80,39 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 /// a format kind other than blocked or Winograd weights (such layouts are not shared).
 std::string layout_bytes(const dnnl::memory::desc& md);
 
+/// `md` as a native layout for layout propagation (`CpuOp::NativeLayout`).
+CpuOp::NativeLayout native_layout(const dnnl::memory::desc& md);
+
+/// A conversion between a caller's plain tensor and a primitive's own layout. Planned at
+/// creation; `make` builds the reorder primitive and the buffer once layout propagation has
+/// settled which conversions remain, so one that a layout hand-over removes costs neither.
+class Staging {
+ public:
+  /// `to_internal`: plain → internal (a source), else internal → plain (a result).
+  /// `own_buffer` false: the conversion writes into memory given at each run (a residual
+  /// written where the primitive adds it), so no buffer is made.
+  Staging(dnnl::memory::desc plain, dnnl::memory::desc internal, bool to_internal,
+          bool own_buffer = true);
+
+  const dnnl::memory::desc& internal_desc() const { return internal_desc_; }
+  CpuOp::NativeLayout native() const { return native_layout(internal_desc_); }
+  /// Makes the reorder and the buffer (once; later calls do nothing). Errors: Internal
+  /// (oneDNN's, e.g. out of memory).
+  Status make();
+  /// The buffer in the primitive's layout, once made (with `own_buffer`).
+  const dnnl::memory& internal() const { return internal_; }
+
+ private:
+  friend class DnnlOp;
+  dnnl::memory::desc plain_desc_, internal_desc_;
+  bool to_internal_ = true;
+  bool own_buffer_ = true;
+  bool made_ = false;
+  dnnl::memory plain_;     ///< Re-pointed at the caller's data each run.
+  dnnl::memory internal_;  ///< Owned, in the primitive's layout.
+  dnnl::reorder reorder_;
+};
+
 /// Memory in layout `target` holding the constant input `input`, `source` (in layout `source_md`),
 /// reordered once: through `desc.packed` when set (shared with other ops, or adopted from a
 /// compiled artifact), else into storage the returned memory owns. Errors: Internal when the
@@ -107,6 +140,13 @@ class DnnlOp : public CpuOp {
   /// Runs `primitive` with `args` on the stream and waits; converts oneDNN errors.
   Status execute(const dnnl::primitive& primitive,
                  const std::unordered_map<int, dnnl::memory>& args);
+  /// Makes `stage` (`Staging::make`) with this op's threads (oneDNN may start a parallel
+  /// region while creating a reorder).
+  Status make(Staging& stage);
+  /// Converts the caller's plain tensor at `plain` into `stage`'s buffer, or (a result) the
+  /// buffer into it; with `other`, from or into that memory instead of the buffer. Makes
+  /// `stage` first if `finish` has not.
+  Status convert(Staging& stage, const void* plain, const dnnl::memory* other = nullptr);
   Status check_run_counts(runtime::Span<const runtime::Tensor*> inputs,
                           runtime::Span<runtime::Tensor*> outputs) const;
 

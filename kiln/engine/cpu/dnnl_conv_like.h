@@ -13,17 +13,6 @@
 
 namespace kiln::engine::cpu::dnnl_impl {
 
-/// A reorder between a caller's plain tensor and an internal buffer.
-struct Staging {
-  dnnl::memory plain;     ///< Re-pointed at the caller's data each run.
-  dnnl::memory internal;  ///< Owned, in the primitive's layout.
-  dnnl::reorder reorder;
-};
-
-/// A staging from `plain` to `internal` (`to_internal`) or back.
-Staging make_stage(const dnnl::memory::desc& plain, const dnnl::memory::desc& internal,
-                   bool to_internal);
-
 class ConvLikeOp : public DnnlOp {
  public:
   /// Converts the source in (when staged), writes the residual where the primitive adds it,
@@ -36,13 +25,16 @@ class ConvLikeOp : public DnnlOp {
   std::optional<NativeLayout> native_output_layout(size_t index) const override;
   Status use_native_input(size_t index) override;
   Status use_native_output(size_t index) override;
+  /// Makes the conversions left after the layout hand-overs and binds the primitive's source
+  /// and destination to their buffers.
+  Status finish() override;
 
  protected:
-  /// Stages the source, the result and (with `residuals`) the residual where `pd`'s layouts
-  /// differ from the plain ones, and records the residual's input index.
+  /// Plans conversions of the source, the result and (with `residuals`) the residual where
+  /// `pd`'s layouts differ from the plain ones, and records the residual's input index.
   void stage(const dnnl::memory::desc& src_plain, const dnnl::memory::desc& src_made,
-             const dnnl::memory::desc& dst_plain, const dnnl::memory::desc& dst_made,
-             int residuals, size_t num_inputs);
+             const dnnl::memory::desc& dst_plain, const dnnl::memory::desc& dst_made, int residuals,
+             size_t num_inputs);
   /// The bias (input 2, plain layout `md`): a copy of its constant value, or the run-time one.
   void bind_bias(const OpDesc& desc, const dnnl::memory::desc& md);
 
@@ -50,6 +42,7 @@ class ConvLikeOp : public DnnlOp {
   std::optional<Staging> src_stage_, dst_stage_, residual_stage_;
   int bias_index_ = -1;
   int residual_index_ = -1;
+  bool finished_ = false;
   dnnl::memory weights_, bias_;
 };
 

@@ -21,10 +21,6 @@ namespace {
 
 using dnnl::memory;
 
-CpuOp::NativeLayout native(const memory::desc& md) {
-  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
-}
-
 /// `md` (4-D [N, C, H, W]) as [N, H * W, C] when each pixel's channels are one contiguous row
 /// (nhwc, or nChw{8,16}c with all channels in one block); nullopt otherwise.
 std::optional<memory::desc> pixel_rows(const memory::desc& md) {
@@ -56,10 +52,9 @@ class DeconvPatchesOp final : public DnnlOp {
     if (inputs[0] == nullptr) {
       return Status(Error::InvalidArgument, "run op '" + op_ + "' (oneDNN): input 0 is null");
     }
-    if (src_internal_) {
-      point(src_plain_, inputs[0]->data());
-      KILN_RETURN_IF_ERROR(
-          execute(src_reorder_, {{DNNL_ARG_FROM, src_plain_}, {DNNL_ARG_TO, *src_internal_}}));
+    if (!finished_) KILN_RETURN_IF_ERROR(finish());
+    if (src_stage_) {
+      KILN_RETURN_IF_ERROR(convert(*src_stage_, inputs[0]->data()));
     } else {
       point(args_[DNNL_ARG_SRC], inputs[0]->data());
     }
@@ -68,13 +63,13 @@ class DeconvPatchesOp final : public DnnlOp {
     return Status();
   }
   std::optional<NativeLayout> native_input_layout(size_t index) const override {
-    if (index == 0 && src_internal_) return native(src_internal_->get_desc());
+    if (index == 0 && src_stage_) return src_stage_->native();
     return std::nullopt;
   }
   /// The output in nhwc: the patches' channel runs stay contiguous (and element-wise and
   /// normalization ops after it keep their fast kernels).
   std::optional<NativeLayout> native_output_layout(size_t index) const override {
-    if (index == 0 && !native_output_) return native(nhwc_);
+    if (index == 0 && !native_output_) return native_layout(nhwc_);
     return std::nullopt;
   }
   Status use_native_output(size_t index) override {
@@ -83,9 +78,19 @@ class DeconvPatchesOp final : public DnnlOp {
     return Status();
   }
   Status use_native_input(size_t index) override {
-    if (index != 0 || !src_internal_) return CpuOp::use_native_input(index);
-    src_internal_.reset();
-    args_[DNNL_ARG_SRC] = wrap(args_[DNNL_ARG_SRC].get_desc(), nullptr);
+    if (index != 0 || !src_stage_) return CpuOp::use_native_input(index);
+    src_stage_.reset();
+    return Status();
+  }
+  /// Makes the source's conversion, if left, and reads the matmul's rows from its buffer.
+  Status finish() override {
+    if (finished_) return Status();
+    if (src_stage_) {
+      KILN_RETURN_IF_ERROR(make(*src_stage_));
+      args_[DNNL_ARG_SRC] =
+          wrap(args_[DNNL_ARG_SRC].get_desc(), src_stage_->internal().get_data_handle());
+    }
+    finished_ = true;
     return Status();
   }
 
@@ -127,9 +132,8 @@ class DeconvPatchesOp final : public DnnlOp {
   dnnl::primitive primitive_;
   // With a staged source: the caller's plain tensor, reordered into the layout the producer
   // hinted (whose pixel rows the matmul reads) unless handed over natively.
-  memory src_plain_;
-  std::optional<memory> src_internal_;
-  dnnl::reorder src_reorder_;
+  std::optional<Staging> src_stage_;
+  bool finished_ = false;
   memory patches_;  ///< The matmul's result [N, H * W, kH * kW * M], owned.
   int64_t n_ = 0, h_ = 0, w_ = 0, kh_ = 0, kw_ = 0, m_ = 0;  ///< The patches' geometry.
   memory::desc nhwc_;                                        ///< The output's native layout.
@@ -194,14 +198,8 @@ Result<std::unique_ptr<CpuOp>> DeconvPatchesOp::create(const OpDesc& desc, const
   op->args_[DNNL_ARG_DST] = op->patches_;
   op->describe_ = describe_pd(pd) + " (ConvTranspose as patches) src:" +
                   (staged ? format_of(*staged) : std::string("nchw"));
-  if (staged) {
-    op->src_plain_ = wrap(plain_md(x), nullptr);
-    op->src_internal_ = memory(*staged, cpu_engine());
-    op->src_reorder_ = dnnl::reorder(op->src_plain_, *op->src_internal_);
-    op->args_[DNNL_ARG_SRC] = wrap(rows, op->src_internal_->get_data_handle());
-  } else {
-    op->args_[DNNL_ARG_SRC] = wrap(rows, nullptr);
-  }
+  if (staged) op->src_stage_.emplace(plain_md(x), *staged, true);
+  op->args_[DNNL_ARG_SRC] = wrap(rows, nullptr);
 
   op->n_ = n, op->h_ = h, op->w_ = wd, op->kh_ = kh, op->kw_ = kw, op->m_ = m;
   op->nhwc_ =

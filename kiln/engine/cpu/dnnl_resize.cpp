@@ -26,10 +26,6 @@ namespace {
 
 using dnnl::memory;
 
-CpuOp::NativeLayout native(const memory::desc& md) {
-  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
-}
-
 /// The resampling primitive over caller tensors. oneDNN 2.6's jit resampling writes its
 /// result with non-temporal stores that fault unless the destination is 64-byte aligned, so
 /// an output at another address is written into an aligned buffer the op holds and copied.
@@ -52,15 +48,12 @@ class ResampleOp final : public DnnlOp {
     args_[DNNL_ARG_DST] = wrap(pd.dst_desc(), nullptr);
     aligned_dst_ = memory(pd.dst_desc(), cpu_engine());
     if (pd.src_desc() != x_plain) {
-      src_plain_ = wrap(x_plain, nullptr);
-      src_internal_ = memory(pd.src_desc(), cpu_engine());
-      src_reorder_ = dnnl::reorder(src_plain_, *src_internal_);
+      src_stage_.emplace(x_plain, pd.src_desc(), true);
       describe_ += " src:" + format_of(pd.src_desc());
     }
     if (pd.dst_desc() != y_plain) {
-      dst_plain_ = wrap(y_plain, nullptr);
-      dst_reorder_ = dnnl::reorder(aligned_dst_, dst_plain_);
-      staged_dst_ = true;
+      // Converted out of the aligned buffer, which the primitive then always writes.
+      dst_stage_.emplace(y_plain, pd.dst_desc(), false, false);
       describe_ += " dst:" + format_of(pd.dst_desc());
     }
   }
@@ -71,20 +64,17 @@ class ResampleOp final : public DnnlOp {
     if (inputs[0] == nullptr) {
       return Status(Error::InvalidArgument, "run op '" + op_ + "' (oneDNN): input 0 is null");
     }
-    if (src_internal_) {
-      point(src_plain_, inputs[0]->data());
-      KILN_RETURN_IF_ERROR(
-          execute(src_reorder_, {{DNNL_ARG_FROM, src_plain_}, {DNNL_ARG_TO, *src_internal_}}));
-      args_[DNNL_ARG_SRC] = *src_internal_;
+    if (!finished_) KILN_RETURN_IF_ERROR(finish());
+    if (src_stage_) {
+      KILN_RETURN_IF_ERROR(convert(*src_stage_, inputs[0]->data()));
     } else {
       point(args_[DNNL_ARG_SRC], inputs[0]->data());
     }
     void* out = outputs[0]->mutable_data();
-    if (staged_dst_) {
+    if (dst_stage_) {
       args_[DNNL_ARG_DST] = aligned_dst_;
       KILN_RETURN_IF_ERROR(execute(primitive_, args_));
-      point(dst_plain_, out);
-      return execute(dst_reorder_, {{DNNL_ARG_FROM, aligned_dst_}, {DNNL_ARG_TO, dst_plain_}});
+      return convert(*dst_stage_, out, &aligned_dst_);
     }
     const bool aligned = reinterpret_cast<uintptr_t>(out) % 64 == 0;
     point(args_[DNNL_ARG_DST], aligned ? out : aligned_dst_.get_data_handle());
@@ -96,33 +86,40 @@ class ResampleOp final : public DnnlOp {
   }
 
   std::optional<NativeLayout> native_input_layout(size_t index) const override {
-    if (index == 0 && src_internal_) return native(src_internal_->get_desc());
+    if (index == 0 && src_stage_) return src_stage_->native();
     return std::nullopt;
   }
   std::optional<NativeLayout> native_output_layout(size_t index) const override {
-    if (index == 0 && staged_dst_) return native(aligned_dst_.get_desc());
+    if (index == 0 && dst_stage_) return dst_stage_->native();
     return std::nullopt;
   }
   Status use_native_input(size_t index) override {
-    if (index != 0 || !src_internal_) return CpuOp::use_native_input(index);
-    args_[DNNL_ARG_SRC] = wrap(src_internal_->get_desc(), nullptr);
-    src_internal_.reset();
+    if (index != 0 || !src_stage_) return CpuOp::use_native_input(index);
+    src_stage_.reset();
     return Status();
   }
   Status use_native_output(size_t index) override {
-    if (index != 0 || !staged_dst_) return CpuOp::use_native_output(index);
+    if (index != 0 || !dst_stage_) return CpuOp::use_native_output(index);
     args_[DNNL_ARG_DST] = wrap(aligned_dst_.get_desc(), nullptr);
-    staged_dst_ = false;
+    dst_stage_.reset();
+    return Status();
+  }
+  Status finish() override {
+    if (finished_) return Status();
+    if (src_stage_) {
+      KILN_RETURN_IF_ERROR(make(*src_stage_));
+      args_[DNNL_ARG_SRC] = src_stage_->internal();
+    }
+    if (dst_stage_) KILN_RETURN_IF_ERROR(make(*dst_stage_));
+    finished_ = true;
     return Status();
   }
 
  private:
   dnnl::resampling_forward primitive_;
   memory aligned_dst_;  ///< Also the staged result, in the primitive's layout.
-  memory src_plain_, dst_plain_;
-  std::optional<memory> src_internal_;
-  dnnl::reorder src_reorder_, dst_reorder_;
-  bool staged_dst_ = false;
+  std::optional<Staging> src_stage_, dst_stage_;
+  bool finished_ = false;
 };
 
 /// The format of `hint` (the producer's layout of [N, C, H, W]) when it is one the resampling

@@ -6,10 +6,6 @@ namespace kiln::engine::cpu::dnnl_impl {
 
 namespace {
 
-CpuOp::NativeLayout native(const dnnl::memory::desc& md) {
-  return CpuOp::NativeLayout{layout_bytes(md), static_cast<uint64_t>(md.get_size())};
-}
-
 // Reads the fields `layout_bytes` writes, in order.
 class FieldReader {
  public:
@@ -95,14 +91,9 @@ StagedOp::StagedOp(const OpDesc& desc, dnnl::primitive primitive,
 
 void StagedOp::bind_input(size_t index, int arg, const dnnl::memory::desc& plain,
                           const dnnl::memory::desc& want) {
-  Binding b{index, arg, wrap(plain, nullptr), std::nullopt, {}};
-  if (want != plain) {
-    b.internal = dnnl::memory(want, cpu_engine());
-    b.reorder = dnnl::reorder(b.plain, *b.internal);
-    args_[arg] = *b.internal;
-  } else {
-    args_[arg] = b.plain;
-  }
+  Binding b{index, arg, std::nullopt};
+  if (want != plain) b.stage.emplace(plain, want, true);
+  args_[arg] = wrap(want != plain ? want : plain, nullptr);
   describe_ += " in" + std::to_string(index) + ":" + format_of(want);
   inputs_.push_back(std::move(b));
 }
@@ -120,40 +111,46 @@ void StagedOp::bind_param(const OpDesc& desc, size_t index, int arg, const dnnl:
 
 void StagedOp::bind_output(int arg, const dnnl::memory::desc& plain,
                            const dnnl::memory::desc& made) {
-  Binding b{0, arg, wrap(plain, nullptr), std::nullopt, {}};
-  if (made != plain) {
-    b.internal = dnnl::memory(made, cpu_engine());
-    b.reorder = dnnl::reorder(*b.internal, b.plain);
-    args_[arg] = *b.internal;
-  } else {
-    args_[arg] = b.plain;
-  }
+  Binding b{0, arg, std::nullopt};
+  if (made != plain) b.stage.emplace(plain, made, false);
+  args_[arg] = wrap(made != plain ? made : plain, nullptr);
   describe_ += " dst:" + format_of(made);
   output_ = std::move(b);
+}
+
+Status StagedOp::finish() {
+  if (finished_) return Status();
+  for (Binding& b : inputs_) {
+    if (!b.stage) continue;
+    KILN_RETURN_IF_ERROR(make(*b.stage));
+    args_[b.arg] = b.stage->internal();
+  }
+  if (output_ && output_->stage) {
+    KILN_RETURN_IF_ERROR(make(*output_->stage));
+    args_[output_->arg] = output_->stage->internal();
+  }
+  finished_ = true;
+  return Status();
 }
 
 Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
                      runtime::Span<runtime::Tensor*> outputs) {
   KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));
+  if (!output_) return Status(Error::Internal, "run op '" + op_ + "' (oneDNN): no output bound");
+  if (!finished_) KILN_RETURN_IF_ERROR(finish());
   for (Binding& b : inputs_) {
     if (inputs[b.index] == nullptr) {
       return Status(Error::InvalidArgument,
                     "run op '" + op_ + "' (oneDNN): input " + std::to_string(b.index) + " is null");
     }
-    if (b.internal) {
-      point(b.plain, inputs[b.index]->data());
-      KILN_RETURN_IF_ERROR(
-          execute(b.reorder, {{DNNL_ARG_FROM, b.plain}, {DNNL_ARG_TO, *b.internal}}));
+    if (b.stage) {
+      KILN_RETURN_IF_ERROR(convert(*b.stage, inputs[b.index]->data()));
     } else {
       point(args_[b.arg], inputs[b.index]->data());
     }
   }
-  if (!output_) return Status(Error::Internal, "run op '" + op_ + "' (oneDNN): no output bound");
-  if (output_->internal) {
-    point(output_->plain, outputs[0]->mutable_data());
-  } else {
-    point(args_[output_->arg], outputs[0]->mutable_data());
-  }
+  void* out = outputs[0]->mutable_data();
+  if (!output_->stage) point(args_[output_->arg], out);
   if (copy_inputs_) {
     auto* to = static_cast<uint8_t*>(args_[output_->arg].get_data_handle());
     for (const Binding& b : inputs_) {
@@ -165,53 +162,48 @@ Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
   } else {
     KILN_RETURN_IF_ERROR(execute(primitive_, args_));
   }
-  if (output_->internal) {
-    KILN_RETURN_IF_ERROR(execute(
-        output_->reorder, {{DNNL_ARG_FROM, *output_->internal}, {DNNL_ARG_TO, output_->plain}}));
-  }
+  if (output_->stage) KILN_RETURN_IF_ERROR(convert(*output_->stage, out));
   return Status();
 }
 
 std::optional<std::vector<uint64_t>> StagedOp::input_offsets_in_output() const {
-  if (!copy_inputs_ || !output_ || output_->internal) return std::nullopt;
+  if (!copy_inputs_ || !output_ || output_->stage) return std::nullopt;
   std::vector<uint64_t> offsets;
   uint64_t at = 0;
   for (const Binding& b : inputs_) {
-    if (b.internal || b.index != offsets.size()) return std::nullopt;
+    if (b.stage || b.index != offsets.size()) return std::nullopt;
     offsets.push_back(at);
-    at += b.plain.get_desc().get_size();
+    at += args_.at(b.arg).get_desc().get_size();
   }
   return offsets;
 }
 
 std::optional<CpuOp::NativeLayout> StagedOp::native_input_layout(size_t index) const {
   for (const Binding& b : inputs_) {
-    if (b.index == index && b.internal) return native(b.internal->get_desc());
+    if (b.index == index && b.stage) return b.stage->native();
   }
   return std::nullopt;
 }
 
 std::optional<CpuOp::NativeLayout> StagedOp::native_output_layout(size_t index) const {
-  if (index == 0 && output_ && output_->internal) return native(output_->internal->get_desc());
+  if (index == 0 && output_ && output_->stage) return output_->stage->native();
   return std::nullopt;
 }
 
 Status StagedOp::use_native_input(size_t index) {
   for (Binding& b : inputs_) {
-    if (b.index != index || !b.internal) continue;
-    b.plain = wrap(b.internal->get_desc(), nullptr);
-    b.internal.reset();
-    args_[b.arg] = b.plain;
+    if (b.index != index || !b.stage) continue;
+    args_[b.arg] = wrap(b.stage->internal_desc(), nullptr);
+    b.stage.reset();
     return Status();
   }
   return CpuOp::use_native_input(index);
 }
 
 Status StagedOp::use_native_output(size_t index) {
-  if (index != 0 || !output_ || !output_->internal) return CpuOp::use_native_output(index);
-  output_->plain = wrap(output_->internal->get_desc(), nullptr);
-  output_->internal.reset();
-  args_[output_->arg] = output_->plain;
+  if (index != 0 || !output_ || !output_->stage) return CpuOp::use_native_output(index);
+  args_[output_->arg] = wrap(output_->stage->internal_desc(), nullptr);
+  output_->stage.reset();
   return Status();
 }
 

@@ -43,19 +43,20 @@ class StagedOp final : public DnnlOp {
   std::optional<NativeLayout> native_output_layout(size_t index) const override;
   Status use_native_input(size_t index) override;
   Status use_native_output(size_t index) override;
+  /// Makes the conversions left after the layout hand-overs and binds their buffers.
+  Status finish() override;
 
  private:
   struct Binding {
     size_t index = 0;
     int arg = 0;
-    dnnl::memory plain;                    ///< Re-pointed at the caller's data each run.
-    std::optional<dnnl::memory> internal;  ///< Owned, in the primitive's layout, when staged.
-    dnnl::reorder reorder;
+    std::optional<Staging> stage;  ///< The conversion, when the layouts differ.
   };
   dnnl::primitive primitive_;
   std::vector<Binding> inputs_;
   std::optional<Binding> output_;
   bool copy_inputs_ = false;
+  bool finished_ = false;
 };
 
 /// The memory descriptor `layout_bytes` encoded, when `bytes` is one of dims `dims`; nullopt

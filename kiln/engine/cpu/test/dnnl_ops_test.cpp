@@ -208,6 +208,25 @@ TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
     ASSERT_TRUE((*pool_op)->run(runtime::Span<const Tensor*>(&pool_in, 1),
                                 runtime::Span<Tensor*>(&pool_out, 1)).ok());
     expect_near(from_native, expected);
+
+    // The engine's order: hand-overs before any run, then finish (which makes only the
+    // conversions left), then runs.
+    auto conv2 = CpuOp::create(conv.desc);
+    auto pool2 = CpuOp::create(pool);
+    ASSERT_TRUE(conv2.ok() && pool2.ok());
+    ASSERT_TRUE((*conv2)->use_native_output(0).ok());
+    ASSERT_TRUE((*pool2)->use_native_input(0).ok());
+    ASSERT_TRUE((*conv2)->finish().ok());
+    ASSERT_TRUE((*pool2)->finish().ok());
+    ASSERT_TRUE((*conv2)->finish().ok());  // once made, later calls do nothing
+    std::fill(native.begin(), native.end(), 0.0f);
+    ASSERT_TRUE((*conv2)->run(runtime::Span<const Tensor*>(conv_inputs, 2),
+                              runtime::Span<Tensor*>(&conv_out, 1)).ok());
+    OwnedTensor finished = zeros({s.batch, s.channels, 1, 1});
+    pool_out = &finished.tensor();
+    ASSERT_TRUE((*pool2)->run(runtime::Span<const Tensor*>(&pool_in, 1),
+                              runtime::Span<Tensor*>(&pool_out, 1)).ok());
+    expect_near(finished, expected);
   }
 }
 

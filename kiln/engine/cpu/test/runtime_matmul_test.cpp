@@ -16,10 +16,6 @@ using namespace test_support;  // NOLINT(google-build-using-namespace): test hel
 using runtime::Tensor;
 using ::testing::HasSubstr;
 
-std::vector<int64_t> sizes_of(const Tensor& t) {
-  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
-}
-
 // Reference: a x b (+ bias along the last dim), then the post-ops.
 OwnedTensor reference(const Tensor& a, const Tensor& b, const Tensor* bias,
                       const std::vector<PostOp>& post_ops) {
