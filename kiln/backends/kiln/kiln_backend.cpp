@@ -350,6 +350,9 @@ Status install_embedded_artifact(const runtime::BackendInitContext& context,
 
 Status load_model(KilnDelegate& delegate) {
   KILN_ASSIGN_OR_RETURN(LoadSettings settings, load_settings(delegate.config));
+  // bind_sessions builds the first function right after: on a hit, the load builds it while
+  // the entry's checksum is verified.
+  if (!delegate.to_bind.empty()) settings.compile.build_on_hit = {delegate.to_bind.front().first};
   const engine::specialization::SpecializationOptions& options = settings.options;
   const engine::compile::CompileOptions& compile = settings.compile;
   auto load = [&]() -> Result<std::shared_ptr<engine::LoadedModel>> {

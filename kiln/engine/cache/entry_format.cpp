@@ -85,7 +85,7 @@ std::vector<uint8_t> encode_entry(const CacheKey& key,
 }
 
 runtime::Result<EntryView> validate_entry(Span<const uint8_t> file, std::string_view encoded_key,
-                                          uint64_t key_hash) {
+                                          uint64_t key_hash, PayloadCheck payload_check) {
   if (file.size() < kEntryHeaderSize) {
     return corrupt("file has " + std::to_string(file.size()) + " bytes (expected at least " +
                    std::to_string(kEntryHeaderSize) + ")");
@@ -122,11 +122,17 @@ runtime::Result<EntryView> validate_entry(Span<const uint8_t> file, std::string_
                    std::to_string(payload_offset_for(key_size)) + " + " +
                    std::to_string(payload_size) + ")");
   }
-  const Span<const uint8_t> payload = file.subspan(payload_offset, payload_size);
-  if (load_u64(header + 48) != checksum64(payload.data(), payload.size())) {
+  EntryView entry{load_u64(header + 24), file.subspan(payload_offset, payload_size),
+                  load_u64(header + 48)};
+  if (payload_check == PayloadCheck::Now) KILN_RETURN_IF_ERROR(check_payload(entry));
+  return entry;
+}
+
+runtime::Status check_payload(const EntryView& entry) {
+  if (entry.payload_checksum != checksum64(entry.payload.data(), entry.payload.size())) {
     return corrupt("payload checksum mismatch");
   }
-  return EntryView{load_u64(header + 24), payload};
+  return runtime::Status();
 }
 
 }  // namespace kiln::engine::cache

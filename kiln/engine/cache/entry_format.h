@@ -35,6 +35,7 @@ inline constexpr size_t kEntryAlignment = 64;
 struct EntryView {
   uint64_t model_hash = 0;
   runtime::Span<const uint8_t> payload;
+  uint64_t payload_checksum = 0;  ///< As the header records it.
 };
 
 /// The bytes that precede the payload (header, key, padding) for an entry of `encoded_key`.
@@ -51,10 +52,19 @@ std::string encode_entry_prefix(std::string_view encoded_key, uint64_t key_hash,
 std::vector<uint8_t> encode_entry(const CacheKey& key,
                                   const std::vector<runtime::Span<const uint8_t>>& pieces);
 
-/// Checks every field of `file` (the whole entry file) against the key it should hold.
-/// Errors: InvalidExternalData whose message says what is wrong (bad magic, version, sizes,
-/// key, checksums); the entry must then not be used.
+/// Whether `validate_entry` hashes the payload, or leaves that to `check_payload`.
+enum class PayloadCheck { Now, Later };
+
+/// Checks every field of `file` (the whole entry file) against the key it should hold; with
+/// PayloadCheck::Later, all but the payload checksum (which the caller must `check_payload`
+/// before trusting the payload's bytes). Errors: InvalidExternalData whose message says what
+/// is wrong (bad magic, version, sizes, key, checksums); the entry must then not be used.
 runtime::Result<EntryView> validate_entry(runtime::Span<const uint8_t> file,
-                                          std::string_view encoded_key, uint64_t key_hash);
+                                          std::string_view encoded_key, uint64_t key_hash,
+                                          PayloadCheck payload_check = PayloadCheck::Now);
+
+/// Checks `entry`'s payload against its recorded checksum. Errors: InvalidExternalData
+/// "payload checksum mismatch" (the entry must then not be used).
+runtime::Status check_payload(const EntryView& entry);
 
 }  // namespace kiln::engine::cache

@@ -182,7 +182,8 @@ void ModelCache::warn(std::string message) {
   warnings_.push_back(std::move(message));
 }
 
-Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key) {
+Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key,
+                                                      PayloadCheck payload_check) {
   auto miss = [this]() -> Result<std::optional<MappedEntry>> {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.misses;
@@ -210,7 +211,7 @@ Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key) {
   const Span<const uint8_t> file =
       mapping ? Span<const uint8_t>(static_cast<const uint8_t*>(data), size)
               : Span<const uint8_t>();
-  auto entry = validate_entry(file, encoded_key, key_hash);
+  auto entry = validate_entry(file, encoded_key, key_hash, payload_check);
   if (!entry.ok() && size != 0 && !mapping) {
     close(fd);  // could not map a file of plausible size: leave it to a later lookup
     return miss();
@@ -233,8 +234,24 @@ Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.hits;
   }
-  return std::optional<MappedEntry>(
-      MappedEntry(std::move(mapping), entry->payload, entry->model_hash, path));
+  return std::optional<MappedEntry>(MappedEntry(std::move(mapping), *entry, path, key_hash,
+                                                static_cast<uint64_t>(st.st_dev),
+                                                static_cast<uint64_t>(st.st_ino),
+                                                payload_check == PayloadCheck::Now));
+}
+
+void ModelCache::reject(const MappedEntry& entry, const std::string& problem) {
+  struct stat st {};
+  if (stat(entry.path_.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_ino) == entry.inode_ &&
+      static_cast<uint64_t>(st.st_dev) == entry.device_) {
+    unlink(entry.path_.c_str());
+  }
+  warn("look up cache entry '" + entry.path_ + "': " + problem + " (removed)");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stats_.hits > 0) --stats_.hits;
+  ++stats_.misses;
+  ++stats_.corrupt_entries;
+  corrupt_keys_.insert(entry.key_hash_);
 }
 
 Status ModelCache::store(const CacheKey& key, Span<const uint8_t> payload, uint64_t model_hash) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <kiln/engine/cache/cache_key.h>
+#include <kiln/engine/cache/entry_format.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
 
@@ -51,24 +52,35 @@ struct CacheEntryInfo {
 /// thread-safety: immutable after construction.
 class MappedEntry {
  public:
-  MappedEntry(std::shared_ptr<const void> mapping, runtime::Span<const uint8_t> payload,
-              uint64_t model_hash, std::string path)
+  MappedEntry(std::shared_ptr<const void> mapping, EntryView entry, std::string path,
+              uint64_t key_hash, uint64_t device, uint64_t inode, bool payload_checked)
       : mapping_(std::move(mapping)),
-        payload_(payload),
-        model_hash_(model_hash),
-        path_(std::move(path)) {}
+        entry_(entry),
+        path_(std::move(path)),
+        key_hash_(key_hash),
+        device_(device),
+        inode_(inode),
+        payload_checked_(payload_checked) {}
   /// The bytes stored, 64-byte aligned.
-  runtime::Span<const uint8_t> payload() const { return payload_; }
-  uint64_t model_hash() const { return model_hash_; }
+  runtime::Span<const uint8_t> payload() const { return entry_.payload; }
+  uint64_t model_hash() const { return entry_.model_hash; }
   const std::string& path() const { return path_; }
   /// Keeps the mapping alive; share it to tie the payload's lifetime to another object.
   const std::shared_ptr<const void>& owner() const { return mapping_; }
+  /// False for an entry looked up with `PayloadCheck::Later` until `check_payload` says so.
+  bool payload_checked() const { return payload_checked_; }
+  /// Hashes the payload and compares the header's checksum (a pure read: safe from any
+  /// thread, while the caller does other work). Errors: InvalidExternalData "payload checksum
+  /// mismatch"; then give the entry to `ModelCache::reject`.
+  runtime::Status check_payload() const { return cache::check_payload(entry_); }
 
  private:
+  friend class ModelCache;
   std::shared_ptr<const void> mapping_;
-  runtime::Span<const uint8_t> payload_;
-  uint64_t model_hash_;
+  EntryView entry_;
   std::string path_;
+  uint64_t key_hash_, device_, inode_;  // which file: `reject` removes only that one
+  bool payload_checked_;
 };
 
 /// The on-disk cache of compiled models (DESIGN.md §4 "Cache"). Entries live in
@@ -97,8 +109,19 @@ class ModelCache {
 
   /// The entry of `key`, mapped; nullopt on a miss. A hit marks the entry most recently used.
   /// Every filesystem problem (no directory, no permission, a corrupt entry) is a miss, so
-  /// the Result is never an error today; callers should still propagate one.
-  runtime::Result<std::optional<MappedEntry>> lookup(const CacheKey& key);
+  /// the Result is never an error today; callers should still propagate one. With
+  /// PayloadCheck::Later the payload's checksum is not computed here (everything else is
+  /// checked): the caller reads nothing of the payload it must trust before
+  /// `MappedEntry::check_payload` passes, and gives a failing entry to `reject`. That lets a
+  /// loader hash a large payload on one thread while it builds kernels on another.
+  runtime::Result<std::optional<MappedEntry>> lookup(const CacheKey& key,
+                                                     PayloadCheck payload_check = PayloadCheck::Now);
+
+  /// For an entry that `lookup` returned unchecked and whose `check_payload` failed with
+  /// `problem`: counts the lookup as a miss of a corrupt entry instead of a hit, removes the
+  /// file (unless a writer has replaced it since), and warns, as `lookup` does for an entry it
+  /// finds corrupt itself.
+  void reject(const MappedEntry& entry, const std::string& problem);
 
   /// Writes `payload` as the entry of `key` (replacing any), then evicts least recently used
   /// entries to fit the budget. `model_hash` must equal `key.model_hash`; it is what evict()

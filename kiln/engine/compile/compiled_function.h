@@ -62,6 +62,14 @@ struct CompileOptions {
   /// (and its sync) overlaps the first runs; a store that fails then is not in the load's
   /// report. Default: false.
   bool store_in_background = false;
+  /// For `ModelLoader::load` on a cache hit (not part of the compiled result): the functions
+  /// the caller uses right after the load. They are built during the load, while a second
+  /// thread checks the entry's payload checksum (so hashing the packed weights overlaps
+  /// creating the kernels instead of preceding it); the load returns once both are done, and a
+  /// payload that fails the check is a miss as always. Only when the load owns its packed
+  /// store (`packed` null). Empty: the payload is checked before anything is built, and every
+  /// function is built on first use.
+  std::vector<std::string> build_on_hit;
 };
 
 /// Bytes of the activation arenas and shared scratchpads of every compiled function alive in

@@ -10,9 +10,12 @@
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
 
+#include <algorithm>
 #include <atomic>
+#include <future>
 #include <optional>
 #include <set>
+#include <system_error>
 
 namespace kiln::engine {
 
@@ -292,12 +295,16 @@ void layout_payload(const std::vector<artifact::FunctionRecord>& records,
 struct Adopted {
   std::vector<artifact::FunctionRecord> functions;
   uint64_t num_packed = 0;
+  /// Looked up with PayloadCheck::Later: the entry, whose payload (the adopted packed
+  /// weights) must pass `check_payload` before anything built from it is used.
+  std::optional<cache::MappedEntry> unchecked;
 };
 
 // Looks the artifact up and adopts its packed weights; returns its records on a hit.
 std::optional<Adopted> adopt_cached(cache::ModelCache& cache, const cache::CacheKey& key,
-                                    cpu::PackedConstants& packed, LoadReport& report) {
-  auto entry = cache.lookup(key);
+                                    cpu::PackedConstants& packed, LoadReport& report,
+                                    cache::PayloadCheck payload_check = cache::PayloadCheck::Now) {
+  auto entry = cache.lookup(key, payload_check);
   if (!entry.ok() || !entry->has_value()) return std::nullopt;
   const cache::MappedEntry& mapped = **entry;
   auto view = artifact::read_artifact(mapped.payload());
@@ -314,7 +321,31 @@ std::optional<Adopted> adopt_cached(cache::ModelCache& cache, const cache::Cache
     }
   }
   report.cache_entry = mapped.path();
-  return Adopted{std::move(view->functions), view->packed.size()};
+  std::optional<cache::MappedEntry> unchecked;
+  if (!mapped.payload_checked()) unchecked = mapped;
+  return Adopted{std::move(view->functions), view->packed.size(), std::move(unchecked)};
+}
+
+// Builds the functions of `records` named in `names` (bound lazily from a hit) now. A build
+// that fails is left for the function's first use, which reports it (as without this).
+void build_now(LoadedModel& loaded, const std::vector<artifact::FunctionRecord>& records,
+               const std::vector<std::string>& names) {
+  for (const artifact::FunctionRecord& record : records) {
+    if (std::find(names.begin(), names.end(), record.name) == names.end()) continue;
+    auto session = loaded.bind(record.name, record.input_sizes);
+    if (session.ok()) (void)session->function();
+  }
+}
+
+// Checks `entry`'s payload on a thread of its own (inline if none can be started).
+std::future<Status> start_check(const cache::MappedEntry& entry) {
+  try {
+    return std::async(std::launch::async, [entry] { return entry.check_payload(); });
+  } catch (const std::system_error&) {
+    std::promise<Status> done;
+    done.set_value(entry.check_payload());
+    return done.get_future();
+  }
 }
 
 // Whether `records` name exactly `functions` with their shapes, in order.
@@ -403,13 +434,16 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   }
   compile::CompileOptions with_store = compile;
   if (!with_store.packed) with_store.packed = std::make_shared<cpu::PackedConstants>();
-  std::shared_ptr<LoadedModel> loaded(new LoadedModel(model, options, with_store));
-  LoadReport& report = loaded->report_;
-  if (cache != nullptr && !cache->dir().empty()) {
-    loaded->cache_dir_ = cache->dir();
-    loaded->cache_options_ = cache->options();
-    loaded->model_hash_ = model_hash;
-  }
+  auto make_loaded = [&] {
+    std::shared_ptr<LoadedModel> made(new LoadedModel(model, options, with_store));
+    if (cache != nullptr && !cache->dir().empty()) {
+      made->cache_dir_ = cache->dir();
+      made->cache_options_ = cache->options();
+      made->model_hash_ = model_hash;
+    }
+    return made;
+  };
+  std::shared_ptr<LoadedModel> loaded = make_loaded();
   std::vector<StaticFunction> functions = static_functions(model);
 
   // Only functions specialized at load (static inputs) have an artifact to store; a model
@@ -419,20 +453,39 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
   std::optional<Adopted> cached;
   if (use_cache) {
     key = make_cache_key(model_hash, functions, options, compile);
-    cached = adopt_cached(*cache, key, *with_store.packed, report);
+    // With functions to build on a hit and a packed store of the load's own (dropped whole if
+    // the entry is corrupt), the payload is hashed on a second thread while they build.
+    const bool overlap = !compile.build_on_hit.empty() && !compile.packed;
+    cached = adopt_cached(*cache, key, *with_store.packed, loaded->report_,
+                          overlap ? cache::PayloadCheck::Later : cache::PayloadCheck::Now);
   }
-
-  if (cached && same_functions(cached->functions, functions)) {
-    // A hit builds nothing: each function is built on first use and checked then against its
-    // record, so the load costs the same for one function or many.
+  const bool hit = cached && same_functions(cached->functions, functions);
+  if (hit) {
+    // A hit builds nothing but `build_on_hit`: each other function is built on first use and
+    // checked then against its record, so the load costs the same for one function or many.
     for (const artifact::FunctionRecord& record : cached->functions) {
       loaded->bound_.emplace(
           LoadedModel::Key{record.name, record.input_sizes},
           std::make_shared<BoundFunction>(record.name, record.input_sizes, record));
     }
+  }
+  if (cached && cached->unchecked) {
+    std::future<Status> check = start_check(*cached->unchecked);
+    if (hit) build_now(*loaded, cached->functions, compile.build_on_hit);
+    Status verified = check.get();
+    if (!verified.ok()) {
+      // Nothing built from the entry has left the load: drop the model and its packed store.
+      cache->reject(*cached->unchecked, verified.message());
+      with_store.packed = std::make_shared<cpu::PackedConstants>();
+      loaded = make_loaded();
+      cached.reset();
+    }
+  }
+  LoadReport& report = loaded->report_;
+  if (cached && hit) {
     report.cache = "hit";
     report.adopted_constants = cached->num_packed;
-    report.deferred_functions = functions.size();
+    report.deferred_functions = functions.size() - loaded->num_built();
     return loaded;
   }
 

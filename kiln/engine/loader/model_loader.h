@@ -87,10 +87,10 @@ struct LoadReport {
   /// Weights taken packed from the artifact: on a hit, every packed weight it holds (adopted
   /// in place at load; the functions' ops use them when they are built, without repacking).
   uint64_t adopted_constants = 0;
-  /// On a hit: the functions of the artifact that the load did not build (all of them). Each
-  /// is built (plan derived, kernels created) on its first use through a session and checked
-  /// then against the artifact's plan fingerprint (see `LoadedModel::bind`). 0 otherwise: a
-  /// miss builds every static function at load.
+  /// On a hit: the functions of the artifact that the load did not build (all but those named
+  /// in `CompileOptions::build_on_hit`). Each is built (plan derived, kernels created) on its
+  /// first use through a session and checked then against the artifact's plan fingerprint
+  /// (see `LoadedModel::bind`). 0 otherwise: a miss builds every static function at load.
   uint64_t deferred_functions = 0;
   /// Why a hit was not used or a store failed (the load itself succeeded).
   std::vector<std::string> warnings;
@@ -214,7 +214,10 @@ class ModelLoader {
   /// and `specialization::cpu_features()`. A hit adopts the artifact's packed weights in place
   /// (mapped, not copied or repacked) and builds no function: each is built on its first use
   /// (see `LoadedModel::bind`), so a warm load does not grow with the number of functions, and
-  /// the first run of each function pays for its plan and kernels instead. A miss, or an
+  /// the first run of each function pays for its plan and kernels instead; functions named in
+  /// `compile.build_on_hit` are built during the load, while a second thread checks the
+  /// entry's payload checksum (a payload that fails is a corrupt entry: removed, and the load
+  /// goes on as a miss). A miss, or an
   /// artifact whose functions and shapes are not the model's static ones, specializes every
   /// static function here and stores a new artifact. Cache problems never fail a load: they become
   /// warnings in `load_report()`. `model` must outlive the result. Errors: NotSupported naming the

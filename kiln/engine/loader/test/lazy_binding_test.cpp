@@ -7,6 +7,7 @@
 #include <kiln/engine/specialization/devices.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace kiln::engine {
@@ -146,6 +147,77 @@ TEST(LazyBinding, AHitBuildsOnlyTheFunctionsRunAndMatchesTheEagerLoad) {
   EXPECT_EQ((*warm)->num_built(), static_cast<size_t>(kNumFunctions));
   EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // every weight came from the entry
   EXPECT_TRUE((*warm)->build_warnings().empty());
+}
+
+// `build_on_hit`: those functions are built by the load itself (while a second thread checks
+// the entry's payload), the others stay lazy, and every output is the eager load's.
+TEST(LazyBinding, BuildOnHitBuildsThoseFunctionsDuringTheLoad) {
+  ir::Model model = enumerated_model();
+  TempDir dir("build_on_hit");
+  std::vector<Buffer> eager = cold_outputs(model, dir.path.string());
+  ASSERT_EQ(eager.size(), static_cast<size_t>(kNumFunctions));
+  cache::ModelCache cache(dir.path.string());
+  compile::CompileOptions compile;
+  compile.build_on_hit = {"f2", "f4", "unknown"};
+  auto warm = ModelLoader::load(model, cpu_only(), &cache, compile);
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  const LoadReport& report = (*warm)->load_report();
+  EXPECT_EQ(report.cache, "hit");
+  EXPECT_EQ(report.deferred_functions, static_cast<uint64_t>(kNumFunctions - 2));
+  EXPECT_EQ((*warm)->num_built(), 2u);
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_EQ(cache.stats().corrupt_entries, 0u);
+  for (int64_t batch = 1; batch <= kNumFunctions; ++batch) {
+    auto session = (*warm)->bind(name_of(batch), sizes_of(batch));
+    ASSERT_TRUE(session.ok()) << session.status().to_string();
+    EXPECT_EQ(session->is_built(), batch == 2 || batch == 4) << name_of(batch);
+    expect_equal(run_once(*session, batch), eager[static_cast<size_t>(batch - 1)]);
+  }
+  EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // every weight came from the entry
+}
+
+// A payload that fails its checksum while `build_on_hit` builds: nothing built from it is
+// kept; the entry is removed and the load is a miss that rebuilds and stores it.
+TEST(LazyBinding, ACorruptPayloadFoundWhileBuildingIsAMissAndIsRebuilt) {
+  ir::Model model = enumerated_model();
+  TempDir dir("corrupt_payload");
+  std::vector<Buffer> eager = cold_outputs(model, dir.path.string());
+  ASSERT_EQ(eager.size(), static_cast<size_t>(kNumFunctions));
+  cache::ModelCache cache(dir.path.string());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok() && entries->size() == 1u);
+  {
+    // A flipped byte in the packed weights: every field but the payload checksum still reads.
+    std::fstream file(entries->front().path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(entries->front().size_bytes - 5));
+    char byte = 0;
+    file.get(byte);
+    file.seekp(static_cast<std::streamoff>(entries->front().size_bytes - 5));
+    file.put(static_cast<char>(byte ^ 0x10));
+  }
+  compile::CompileOptions compile;
+  compile.build_on_hit = {"f1"};
+  auto loaded = ModelLoader::load(model, cpu_only(), &cache, compile);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->load_report().cache, "miss");
+  EXPECT_EQ((*loaded)->load_report().adopted_constants, 0u);
+  EXPECT_EQ((*loaded)->packed_constants().num_packed(), 2u);  // packed again from the weights
+  const cache::CacheStats stats = cache.stats();
+  EXPECT_EQ(stats.hits, 0u);
+  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.corrupt_entries, 1u);
+  EXPECT_EQ(stats.rebuilds, 1u);
+  auto warnings = cache.warnings();
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_THAT(warnings.front(), HasSubstr("payload checksum mismatch"));
+  for (int64_t batch = 1; batch <= kNumFunctions; ++batch) {
+    auto session = (*loaded)->bind(name_of(batch), sizes_of(batch));
+    ASSERT_TRUE(session.ok()) << session.status().to_string();
+    expect_equal(run_once(*session, batch), eager[static_cast<size_t>(batch - 1)]);
+  }
+  auto again = ModelLoader::load(model, cpu_only(), &cache, compile);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->load_report().cache, "hit");
 }
 
 TEST(LazyBinding, ShapesOutsideTheArtifactAreBuiltAtBind) {
