@@ -187,6 +187,12 @@ dnnl::primitive_attr base_attr();
 Result<std::unique_ptr<CpuOp>> create_matmul(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_gemm(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_conv(const OpDesc& desc);
+/// A 1-D Conv of at most 4 input channels and at least 16 taps (no groups, dilations or
+/// residual; constant W and B) as gathered windows times W (dnnl_conv_patches.cpp), given its
+/// stride, leading pad and output sizes; null for any other Conv.
+Result<std::unique_ptr<CpuOp>> create_conv_patches(const OpDesc& desc, int64_t stride,
+                                                   int64_t pad_begin,
+                                                   const std::vector<int64_t>& out);
 Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
 /// ConvTranspose whose kernel equals its strides (no pads, dilations or groups; constant W and
 /// B; no residual) as a matmul and a scatter (dnnl_deconv_patches.cpp); null for any other

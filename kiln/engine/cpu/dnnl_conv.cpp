@@ -164,6 +164,12 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
                  "residual has shape " + runtime::shape_to_string(desc.inputs.back().sizes) +
                      " (expected the output's " + runtime::shape_to_string(out) + ")");
   }
+  if (group == 1 && out.size() == 3 && dilations[0] == 0 &&
+      desc.activation_layout != ActivationLayout::Plain) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuOp> patches,
+                          create_conv_patches(desc, strides[0], pad_begin[0], out));
+    if (patches != nullptr) return patches;
+  }
 
   dnnl::primitive_attr attr = base_attr();
   dnnl::post_ops ops;

@@ -240,7 +240,9 @@ std::vector<std::string> LoadedModel::function_names() const {
 
 namespace {
 
-constexpr char kEngineVersion[] = "kiln-engine 3";
+// Raised whenever plans change for the same model and options (4: 1-D Convs of few channels
+// as windows x weights), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 4";
 
 struct StaticFunction {
   std::string name;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -126,6 +127,74 @@ TEST(DnnlConv, OneAndThreeDimensionalConvsMatchReference) {
         c.desc.post_ops = post_ops;
         expect_near(c.run(), expected);
       }
+    }
+  }
+}
+
+// 1-D Convs of few channels and long kernels run as gathered windows times W (an audio front
+// end's framing); with a residual, or in Plain layout, the general convolution takes them.
+TEST(DnnlConv, FewChannelLongKernelConvsRunAsWindowsTimesWeights) {
+  struct Geometry {
+    std::vector<int64_t> x, w, pads;
+    int64_t stride;
+  };
+  const std::vector<Geometry> geometries = {{{1, 1, 512}, {65, 1, 128}, {64, 64}, 64},
+                                            {{2, 2, 100}, {8, 2, 16}, {5, 2}, 3},
+                                            {{1, 4, 40}, {6, 4, 20}, {0, 0}, 1},
+                                            {{1, 1, 30}, {4, 1, 32}, {16, 16}, 4}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {}, {{PostOpKind::Relu}}, {{PostOpKind::Clip, 0.0f, 6.0f}}, {{PostOpKind::AddResidual}}};
+  uint32_t seed = 650;
+  for (const Geometry& g : geometries) {
+    for (ActivationLayout layout : {ActivationLayout::Preferred, ActivationLayout::Plain}) {
+      for (bool bias : {true, false}) {
+        for (const auto& post_ops : post_op_sets) {
+          SCOPED_TRACE(runtime::shape_to_string(g.x) + " * " + runtime::shape_to_string(g.w) +
+                       (layout == ActivationLayout::Plain ? " plain" : " preferred") +
+                       (bias ? " bias" : "") + post_ops_name(post_ops));
+          kernels::ConvOptions options;
+          options.strides = {g.stride};
+          options.pads = g.pads;
+          Case c("Conv", {ints("strides", options.strides), ints("pads", options.pads)});
+          c.desc.activation_layout = layout;
+          c.add(random_tensor(g.x, seed++), false);
+          c.add(random_tensor(g.w, seed++, -0.5, 0.5), true);
+          if (bias) c.add(random_tensor({g.w[0]}, seed++), true);
+          expect_conv_like_reference(c, options, bias, post_ops, seed);
+          const bool windows = layout == ActivationLayout::Preferred &&
+                               (post_ops.empty() || post_ops[0].kind != PostOpKind::AddResidual);
+          EXPECT_EQ(c.description.find("windows x weights") != std::string::npos, windows)
+              << c.description;
+        }
+      }
+    }
+  }
+  // The result handed over in nwc: the same values, transposed.
+  Case c("Conv", {ints("strides", {64}), ints("pads", {64, 64})});
+  c.add(random_tensor({1, 1, 512}, seed++), false);
+  c.add(random_tensor({65, 1, 128}, seed++, -0.5, 0.5), true);
+  kernels::ConvOptions options;
+  options.strides = {64};
+  options.pads = {64, 64};
+  OwnedTensor expected = zeros({1, 65, 9});
+  ASSERT_TRUE(kernels::conv(c.at(0), c.at(1), nullptr, options, expected.tensor()).ok());
+  auto op = c.create();
+  ASSERT_TRUE(op.ok()) << op.status();
+  auto layout = (*op)->native_output_layout(0);
+  ASSERT_TRUE(layout.has_value());
+  ASSERT_TRUE((*op)->use_native_output(0).ok());
+  ASSERT_TRUE((*op)->finish().ok());
+  OwnedTensor nwc = zeros({1, 65, 9});
+  const Tensor* in[] = {&c.at(0), nullptr};
+  Tensor* out = &nwc.tensor();
+  ASSERT_TRUE(
+      (*op)->run(runtime::Span<const Tensor*>(in, 2), runtime::Span<Tensor*>(&out, 1)).ok());
+  const float* got = nwc.tensor().data_ptr<float>();
+  const float* want = expected.tensor().data_ptr<float>();
+  for (int64_t m = 0; m < 65; ++m) {
+    for (int64_t o = 0; o < 9; ++o) {
+      ASSERT_NEAR(got[o * 65 + m], want[m * 9 + o], 1e-4f + 1e-4f * std::abs(want[m * 9 + o]))
+          << "channel " << m << " position " << o;
     }
   }
 }
