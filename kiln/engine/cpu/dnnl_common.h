@@ -210,5 +210,13 @@ Result<std::unique_ptr<CpuOp>> create_rnn(const OpDesc& desc);  ///< LSTM, GRU.
 /// A bidirectional LSTM or GRU (ONNX layout 0, inputs validated) as one op per direction, run
 /// side by side on two threads of one each (dnnl_rnn_directions.cpp).
 Result<std::unique_ptr<CpuOp>> create_rnn_directions(const OpDesc& desc);
+/// An LSTM's sizes, as dnnl_rnn.cpp validated them.
+struct LstmShape {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1, layout = 0;
+};
+/// An LSTM of a small batch (validated: default activations, no clip, input_forget, P or
+/// sequence_lens; constant W and R) on a oneDNN matmul for the input projection and kiln's
+/// own cell (small_batch_lstm.cpp).
+Result<std::unique_ptr<CpuOp>> create_small_batch_lstm(const OpDesc& desc, const LstmShape& shape);
 
 }  // namespace kiln::engine::cpu::dnnl_impl

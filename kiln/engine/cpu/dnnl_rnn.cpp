@@ -5,7 +5,8 @@
 // primitive: its [seq, batch, 2 * hidden] result is ONNX's Y [seq, 2, batch, hidden] for one
 // batch row and in layout 1, and is scattered into it otherwise.
 //
-// Small batches (at most kSmallBatch rows) run on one thread and read plain (ldigo) weights:
+// LSTMs of small batches (at most kSmallBatch rows) run on kiln's own cell instead
+// (small_batch_lstm.cpp). GRUs of small batches run on one thread and read plain (ldigo) weights:
 // there oneDNN's GEMM-based cell takes about half the time of its brgemm one, and a second
 // thread only adds a barrier per time step. With more threads than one, a bidirectional layer
 // of a small batch runs its two directions side by side instead (dnnl_rnn_directions.cpp).
@@ -433,6 +434,11 @@ Result<std::unique_ptr<CpuOp>> RnnOp::create(const OpDesc& desc) {
     const size_t absent = op->has_initial_[0] ? 1 : 0;
     op->has_initial_[absent] = true;
     op->held_[absent] = true;
+  }
+  if (op->cell_ == Cell::Lstm && op->d_.batch <= kSmallBatch) {
+    const Dims& d = op->d_;
+    return create_small_batch_lstm(desc,
+                                   LstmShape{d.seq, d.batch, d.input, d.hidden, d.dirs, d.layout});
   }
   if (op->d_.batch <= kSmallBatch) {
     const int threads = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();

@@ -241,8 +241,9 @@ std::vector<std::string> LoadedModel::function_names() const {
 namespace {
 
 // Raised whenever plans change for the same model and options (4: 1-D Convs of few channels
-// as windows x weights), so that entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 4";
+// as windows x weights; 5: LSTMs of small batches on kiln's cell), so that entries of older
+// plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 5";
 
 struct StaticFunction {
   std::string name;
