@@ -56,6 +56,7 @@ struct RnnParams {
   Given initial = Given::Absent;  ///< initial_h, and initial_c for LSTM.
   int num_outputs = 1;
   int num_threads = 1;
+  float x_scale = 1.0f;  ///< X's values are drawn from [-x_scale, x_scale].
 };
 
 std::string name_of(const RnnParams& p) {
@@ -85,6 +86,8 @@ struct Layer {
     std::vector<int64_t> state = p.layout == 0 ? std::vector<int64_t>{dirs, p.batch, p.hidden}
                                                : std::vector<int64_t>{p.batch, dirs, p.hidden};
     add(random_tensor(x, seed), true, false);
+    float* values = inputs.back().tensor().mutable_data_ptr<float>();
+    for (int64_t i = 0; i < inputs.back().tensor().numel(); ++i) values[i] *= p.x_scale;
     add(random_tensor({dirs, gates * p.hidden, p.input}, seed + 1), true, true);
     add(random_tensor({dirs, gates * p.hidden, p.hidden}, seed + 2), true, true);
     add(random_tensor({dirs, 2 * gates * p.hidden}, seed + 3), p.bias != Given::Absent,
@@ -246,6 +249,28 @@ TEST(DnnlRnn, MatchesReferenceOverStatesBiasesSizesAndOutputs) {
           check_matches_reference(p, seed += 7);
         }
       }
+    }
+  }
+}
+
+// Gates far in the tails (X up to +-40: pre-activations of hundreds, past where exp is clamped)
+// and hidden sizes that fill whole vectors, whole blocks of them, and neither.
+TEST(DnnlRnn, LstmOfSmallBatchesMatchesReferenceInSaturation) {
+  uint32_t seed = 4000;
+  for (int64_t hidden : {5, 16, 20, 64}) {
+    for (float scale : {1.0f, 40.0f}) {
+      RnnParams p;
+      p.direction = RnnDirection::Bidirectional;
+      p.seq = 7;
+      p.batch = 2;
+      p.input = 9;
+      p.hidden = hidden;
+      p.bias = Given::Constant;
+      p.initial = Given::AtRunTime;
+      p.num_outputs = 3;
+      p.x_scale = scale;
+      std::string described = check_matches_reference(p, seed += 10);
+      EXPECT_NE(described.find("kiln LSTM cell"), std::string::npos) << described;
     }
   }
 }
