@@ -272,7 +272,18 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
     try {
       dnnl::memory from = wrap(source_md, source);
       dnnl::memory to(target, cpu_engine(), data);
-      dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+      // The scratchpad (Winograd transforms: megabytes) comes from bulk memory: as oneDNN's
+      // own allocation it would be faulted in 4 KiB pages at each packing.
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::reorder::primitive_desc pd(from, to, attr);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+      runtime::AlignedBuffer scratch;
+      if (size_t bytes = pd.scratchpad_desc().get_size(); bytes > 0) {
+        KILN_ASSIGN_OR_RETURN(scratch, runtime::allocate_bulk(bytes));
+        args[DNNL_ARG_SCRATCHPAD] = wrap(pd.scratchpad_desc(), scratch.get());
+      }
+      dnnl::reorder(pd).execute(cpu_stream(), args);
       cpu_stream().wait();
     } catch (const dnnl::error& e) {
       return error(desc, Error::Internal, std::string("packing a weight failed: ") + e.what());

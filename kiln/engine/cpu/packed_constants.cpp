@@ -26,12 +26,14 @@ Result<const uint8_t*> PackedConstants::get(const PackKey& key, size_t size,
     if (it->second.owner) ++adopted_used_;
     return it->second.bytes.data();
   }
-  Held held;
-  KILN_ASSIGN_OR_RETURN(held.owned, runtime::allocate_bulk(std::max<size_t>(size, 1)));
-  KILN_RETURN_IF_ERROR(pack(held.owned.get()));
-  held.bytes = {held.owned.get(), size};
-  const uint8_t* data = held.owned.get();
-  held_.emplace(key, std::move(held));
+  const size_t reserved = std::max<size_t>(size, 1);
+  KILN_ASSIGN_OR_RETURN(uint8_t * data, pool_.allocate(reserved));
+  Status packed = pack(data);
+  if (!packed.ok()) {
+    pool_.release_last(data, reserved);
+    return packed;
+  }
+  held_.emplace(key, Held{nullptr, {data, size}});
   ++packed_;
   owned_bytes_ += size;
   return data;
@@ -45,7 +47,7 @@ Status PackedConstants::adopt(const PackKey& key, runtime::Span<const uint8_t> b
                   "storage, as in a compiled artifact)");
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  held_.try_emplace(key, Held{runtime::AlignedBuffer(), std::move(owner), bytes});
+  held_.try_emplace(key, Held{std::move(owner), bytes});
   return Status();
 }
 

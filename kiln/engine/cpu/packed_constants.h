@@ -1,6 +1,6 @@
 #pragma once
 
-#include <kiln/runtime/core/aligned_buffer.h>
+#include <kiln/runtime/core/bulk_pool.h>
 #include <kiln/runtime/core/result.h>
 #include <kiln/runtime/core/span.h>
 #include <kiln/runtime/core/status.h>
@@ -33,6 +33,9 @@ struct PackKey {
 /// shared by every op, function and shape of it (DESIGN.md §4). A constant is packed the first
 /// time an op asks for it; later requests, and ops built from a compiled artifact whose bytes
 /// were `adopt`ed, get the same bytes without repacking.
+///
+/// Packed bytes share huge-page chunks (`runtime::BulkPool`): packing megabytes of weights
+/// takes a few page faults rather than one per 4 KiB.
 ///
 /// Thread-safety: every method may be called concurrently. Bytes returned stay valid and
 /// unchanged while the store lives.
@@ -69,12 +72,12 @@ class PackedConstants {
 
  private:
   struct Held {
-    runtime::AlignedBuffer owned;       ///< Packed here, or empty.
-    std::shared_ptr<const void> owner;  ///< Keeps adopted bytes alive.
+    std::shared_ptr<const void> owner;  ///< Keeps adopted bytes alive (none: in `pool_`).
     runtime::Span<const uint8_t> bytes;
   };
   mutable std::mutex mutex_;
   std::map<PackKey, Held> held_;
+  runtime::BulkPool pool_;  ///< Where bytes packed here live.
   uint64_t packed_ = 0, reused_ = 0, adopted_used_ = 0, owned_bytes_ = 0;
 };
 

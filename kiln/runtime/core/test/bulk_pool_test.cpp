@@ -1,0 +1,83 @@
+#include <kiln/runtime/core/bulk_pool.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace kiln::runtime {
+namespace {
+
+TEST(BulkPool, AllocationsAreAlignedDisjointAndKeepTheirBytes) {
+  BulkPool pool;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<size_t> small(1, 300000);
+  std::vector<std::pair<uint8_t*, size_t>> blocks;
+  // Mostly small requests, some larger than a chunk.
+  for (int i = 0; i < 120; ++i) {
+    size_t size = i % 40 == 39 ? BulkPool::kChunkBytes + 4096 * static_cast<size_t>(i) : small(rng);
+    auto data = pool.allocate(size);
+    ASSERT_TRUE(data.ok()) << data.status().to_string();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(*data) % BulkPool::kAlignment, 0u);
+    std::memset(*data, i & 0xff, size);
+    blocks.emplace_back(*data, size);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    auto [data, size] = blocks[i];
+    for (size_t at : {size_t{0}, size / 2, size - 1}) {
+      ASSERT_EQ(data[at], static_cast<uint8_t>(i & 0xff)) << "block " << i << " byte " << at;
+    }
+    for (size_t j = i + 1; j < blocks.size(); ++j) {
+      auto [other, other_size] = blocks[j];
+      EXPECT_TRUE(data + size <= other || other + other_size <= data)
+          << "blocks " << i << " and " << j << " overlap";
+    }
+  }
+  // Small requests share chunks: far fewer chunks than requests.
+  EXPECT_LT(pool.reserved_bytes(), 12 * BulkPool::kChunkBytes);
+}
+
+TEST(BulkPool, ALargeRequestKeepsTheOpenChunkForLaterSmallOnes) {
+  BulkPool pool;
+  const size_t first_size = BulkPool::kChunkBytes / 2 + 64;
+  auto first = pool.allocate(first_size);
+  ASSERT_TRUE(first.ok());
+  auto large = pool.allocate(BulkPool::kChunkBytes * 3 / 4);  // does not fit the first chunk
+  ASSERT_TRUE(large.ok());
+  auto next = pool.allocate(1000);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, *first + first_size) << "the small request continues the first chunk";
+  EXPECT_EQ(pool.reserved_bytes(), 2 * BulkPool::kChunkBytes);
+}
+
+TEST(BulkPool, TheLastAllocationCanBeGivenBack) {
+  BulkPool pool;
+  auto a = pool.allocate(100);
+  auto b = pool.allocate(5000);
+  ASSERT_TRUE(a.ok() && b.ok());
+  pool.release_last(*b, 5000);
+  auto c = pool.allocate(64);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, *b);
+  // Giving back anything but the last allocation keeps it.
+  pool.release_last(*a, 100);
+  auto d = pool.allocate(64);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, *c + 64);
+}
+
+TEST(BulkPool, ImpossibleSizesAreErrorsNamingTheSize) {
+  BulkPool pool;
+  auto none = pool.allocate(0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Error::MemoryAllocationFailed);
+  EXPECT_NE(none.status().message().find("0 bytes"), std::string::npos);
+  auto huge = pool.allocate(SIZE_MAX - 5);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find(std::to_string(SIZE_MAX - 5)), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::runtime
