@@ -202,7 +202,7 @@ Result<std::optional<MappedEntry>> ModelCache::lookup(const CacheKey& key,
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* data =
-      size == 0 ? MAP_FAILED : mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      size == 0 ? MAP_FAILED : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   std::shared_ptr<const void> mapping;
   if (data != MAP_FAILED) {
     mapping = std::shared_ptr<const void>(

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <thread>
 
 namespace kiln::engine::specialization {
@@ -59,12 +60,20 @@ const char* architecture() {
 #endif
 }
 
-CpuInfo read_cpuinfo() {
-  std::ifstream in("/proc/cpuinfo");
-  if (!in) return {};
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_cpuinfo(text.str());
+// The first processor's block of /proc/cpuinfo, read once: the kernel formats the file at each
+// read, and every block but the first repeats what this needs (a load asks for it each time).
+const CpuInfo& read_cpuinfo() {
+  static const CpuInfo info = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string text, line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos && !text.empty()) break;
+      text += line;
+      text += '\n';
+    }
+    return parse_cpuinfo(text);
+  }();
+  return info;
 }
 
 }  // namespace
@@ -101,12 +110,12 @@ CpuInfo parse_cpuinfo(std::string_view text) {
 }
 
 std::vector<Device> available_devices() {
-  CpuInfo info = read_cpuinfo();
+  const CpuInfo& info = read_cpuinfo();
   Device cpu;
   cpu.name = info.model_name.empty() ? "cpu" : info.model_name;
   cpu.kind = ComputeKind::Cpu;
   cpu.num_cores = available_cores();
-  cpu.features = std::move(info.features);
+  cpu.features = info.features;
   return {std::move(cpu)};
 }
 
@@ -115,7 +124,7 @@ std::string cpu_features() {
   static const std::string features = [] {
     std::string text = architecture();
     text += ':';
-    const CpuInfo info = read_cpuinfo();
+    const CpuInfo& info = read_cpuinfo();
     for (size_t i = 0; i < info.features.size(); ++i) {
       if (i != 0) text += ',';
       text += info.features[i];
