@@ -38,6 +38,12 @@ struct CompileOptions {
   /// differences around 1e-5 instead of 1e-6); off gives the direct kernels. Takes effect when
   /// a function is specialized (part of the cache key). Default: true.
   bool winograd = true;
+  /// Ops of little work skip oneDNN's code generation (`cpu::OpDesc::small_ops_own_loops`):
+  /// small Convs, MatMuls and Gemms on kiln's own loops, tiny element-wise ops on the reference
+  /// kernels. Trade-off: off only for tests of the oneDNN ops on small shapes; on, a model of
+  /// microseconds of work loads in a few milliseconds instead of 5-15 (part of the cache key).
+  /// Default: true.
+  bool small_ops_own_loops = true;
   /// Intra-op threads of the oneDNN ops, at creation and at run; 0: oneDNN's default (all
   /// cores). Reference kernels run on the calling thread. Default: 0.
   int num_threads = 0;

@@ -348,6 +348,7 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   desc.attributes = node.attributes;
   desc.num_threads = options_.num_threads;
   desc.packed = options_.packed.get();
+  desc.small_ops_own_loops = options_.small_ops_own_loops;
   if (node.op == "Conv" && blocked_convs_ &&
       winograd_fit(node, impl_->slots) != WinogradFit::TooLarge) {
     desc.activation_layout = cpu::ActivationLayout::Blocked;

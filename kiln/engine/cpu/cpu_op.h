@@ -105,6 +105,12 @@ struct OpDesc {
   /// them (`pack_constant`); an error fails the creation. The caller checks every other
   /// constant before `create`. Empty: the constants' bytes are trusted.
   std::function<runtime::Status(size_t input)> verify_constant;
+  /// Ops of little work skip oneDNN, whose primitives generate code at creation (0.1-1 ms
+  /// each): a Conv, MatMul or Gemm of at most 2^18 multiply-adds runs on kiln's own loops, and
+  /// an element-wise, pooling, normalization or Softmax op of under 0.5 us of work is declined
+  /// (NotSupported) for the reference kernel. False: oneDNN whatever the size (tests of the
+  /// oneDNN ops on small shapes).
+  bool small_ops_own_loops = true;
 };
 
 /// The intra-op threads `desc`'s op runs with: `desc.num_threads`, or 1 when its estimated
@@ -112,6 +118,10 @@ struct OpDesc {
 /// joining more threads. Never more than `desc.num_threads` when that is positive. `create`
 /// applies it (LSTM and GRU keep their own rule).
 int op_threads(const OpDesc& desc);
+
+/// Single-thread microseconds of `desc`'s work at the optimized kernels' typical speed
+/// (estimated from the shapes), or a negative value when unknown.
+double estimated_us(const OpDesc& desc);
 
 /// A compiled op for one set of input shapes. Lifecycle: `create` (may allocate, JIT and pack
 /// weights) → layout hand-overs → `finish` → `run` any number of times (no allocation).

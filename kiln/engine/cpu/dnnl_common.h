@@ -53,6 +53,13 @@ class Attrs {
   const OpDesc& desc_;
 };
 
+/// A Conv's output shape from its ONNX attributes and input shapes; fills the geometry in
+/// oneDNN's terms (dilations counted from 0, the end pads that give ONNX's output size).
+Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, dnnl::memory::dims& strides,
+                                           dnnl::memory::dims& dilations,
+                                           dnnl::memory::dims& pad_begin,
+                                           dnnl::memory::dims& pad_end, int64_t& group);
+
 /// "create op 'Conv' (oneDNN): <problem>".
 Status error(const OpDesc& desc, Error code, const std::string& problem);
 /// Checks the input count (min..max), that every present input is f32 and that required ones
@@ -217,6 +224,23 @@ struct LstmShape {
 /// An LSTM of a small batch (validated: default activations, no clip, input_forget, P or
 /// sequence_lens; constant W and R) on a oneDNN matmul for the input projection and kiln's
 /// own cell (small_batch_lstm.cpp).
+/// Conv (one group, 1-D or 2-D) and MatMul or Gemm by a constant B, of at most 2^18
+/// multiply-adds, on kiln's own loops: no code generated at creation. NotSupported outside
+/// those bounds (the caller builds the oneDNN op instead).
+Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc);
+Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
+
+/// Small products on kiln's loops (small_ops.cpp). B [K, N] as panels: 16 columns stored
+/// together row after row, ceil(N / 16) panels of K x 16 floats (`panel_floats`), the last one
+/// zero-padded. `pack_panels` reads B's element (r, j) at b[r * row_stride + j * col_stride],
+/// times `scale`. `small_gemm`: C [M, N] (row stride ldc) = A [M, K] (row stride lda) x B, plus
+/// `col_bias` [N] when not null.
+size_t panel_floats(int64_t k, int64_t n);
+void pack_panels(const float* b, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
+                 float scale, float* to);
+void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
+                float* c, int64_t ldc, const float* col_bias);
+
 Result<std::unique_ptr<CpuOp>> create_small_batch_lstm(const OpDesc& desc, const LstmShape& shape);
 
 }  // namespace kiln::engine::cpu::dnnl_impl

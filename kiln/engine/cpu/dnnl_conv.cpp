@@ -22,7 +22,8 @@ class ConvOp final : public ConvLikeOp {
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
 };
 
-/// Reads the ONNX attributes and returns the output shape; fills oneDNN's geometry.
+}  // namespace
+
 Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, memory::dims& strides,
                                            memory::dims& dilations, memory::dims& pad_begin,
                                            memory::dims& pad_end, int64_t& group) {
@@ -67,6 +68,8 @@ Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, memory::dims& str
   }
   return shape;
 }
+
+namespace {
 
 struct Geometry {
   const memory::dims& strides;

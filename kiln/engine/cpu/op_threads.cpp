@@ -127,7 +127,8 @@ double resize_output(const OpDesc& desc) {
   return 4.0 * in;
 }
 
-/// Single-thread microseconds of `desc`'s work, or a negative value when unknown.
+}  // namespace
+
 double estimated_us(const OpDesc& desc) {
   const std::string& op = desc.op;
   if (op == "LSTM" || op == "GRU") return -1.0;  // Sized by their own rule (dnnl_rnn.cpp).
@@ -165,8 +166,6 @@ double estimated_us(const OpDesc& desc) {
                                                       : numel(desc.inputs[0].sizes);
   return (read + written) / kElementsPerUs;
 }
-
-}  // namespace
 
 int op_threads(const OpDesc& desc) {
   double us = estimated_us(desc);

@@ -7,6 +7,7 @@
 // two or more threads a bidirectional layer runs its directions side by side.
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/vector_math.h>
 
 #include <omp.h>
 
@@ -14,20 +15,6 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
-
-// Vector variants of the step loops for AVX-512 and AVX2 next to the baseline one, picked at
-// load by the CPU (GCC's function multi-versioning); other compilers build the baseline only.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define KILN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-// The vector helpers below are inlined into each variant; their by-value vectors never cross
-// a call, so the ABI note GCC gives for them does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#else
-#define KILN_VECTOR_CLONES
-#endif
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wpsabi"
-#endif
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -38,43 +25,7 @@ using dnnl::memory;
 // The ONNX inputs.
 constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kInitialH = 5;  // initial_c: kInitialH + 1
 
-// 16 floats in a vector of the compiler's (GCC and Clang lower it to the widest registers the
-// function's target has: one zmm, two ymm or four xmm).
-using Floats = float __attribute__((vector_size(64)));  // NOLINT: a GCC/Clang vector type
-using Ints = int32_t __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-
-[[gnu::always_inline]] inline Floats load(const float* p) {
-  Floats v;
-  std::memcpy(&v, p, sizeof v);  // one unaligned vector load
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, Floats v) { std::memcpy(p, &v, sizeof v); }
-[[gnu::always_inline]] inline Floats splat(float x) { return Floats{} + x; }
-
-// exp(x) for x clamped to [-87, 88]: 2^k e^r with k = round(x / ln2), |r| <= ln2 / 2, and
-// Cephes' polynomial for e^r; relative error about 2e-7.
-[[gnu::always_inline]] inline Floats exp_of(Floats x) {
-  x = x < splat(-87.0f) ? splat(-87.0f) : x;
-  x = x > splat(88.0f) ? splat(88.0f) : x;
-  const Floats t = x * 1.44269504088896341f;
-  const Ints k = __builtin_convertvector(t + (t < splat(0.0f) ? splat(-0.5f) : splat(0.5f)), Ints);
-  const Floats kf = __builtin_convertvector(k, Floats);
-  const Floats r = (x - kf * 0.693359375f) - kf * -2.12194440e-4f;
-  Floats p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * reinterpret_cast<Floats>((k + 127) << 23);
-}
-
-[[gnu::always_inline]] inline Floats sigmoid(Floats x) { return 1.0f / (1.0f + exp_of(-x)); }
-[[gnu::always_inline]] inline Floats tanh_of(Floats x) {
-  return 2.0f / (1.0f + exp_of(-2.0f * x)) - 1.0f;
-}
+using namespace vec;  // NOLINT: the vector helpers of every loop below
 
 // gates [4H] += h [H] x rt [H, 4H] (R^T of one direction: row k is R's column k). Blocks of
 // 64 gates stay in registers while every row k adds to them; the rest one vector at a time,
@@ -152,8 +103,15 @@ class SmallBatchLstmOp final : public DnnlOp {
       }
       initial_[s] = runtime_initial_[s] ? inputs[index]->data_ptr<float>() : held_initial_[s];
     }
-    point(args_[DNNL_ARG_SRC], inputs[kX]->data());
-    KILN_RETURN_IF_ERROR(execute(primitive_, args_));
+    if (panels_ != nullptr) {
+      const int64_t width = s_.dirs * 4 * s_.hidden;
+      small_gemm(inputs[kX]->data_ptr<float>(), s_.input, s_.seq * s_.batch, s_.input, panels_,
+                 width, xw_.data(), width,
+                 bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr);
+    } else {
+      point(args_[DNNL_ARG_SRC], inputs[kX]->data());
+      KILN_RETURN_IF_ERROR(execute(primitive_, args_));
+    }
     float* y = outputs[0]->mutable_data_ptr<float>();
     float* y_h = outputs.size() > 1 ? outputs[1]->mutable_data_ptr<float>() : nullptr;
     float* y_c = outputs.size() > 2 ? outputs[2]->mutable_data_ptr<float>() : nullptr;
@@ -238,7 +196,9 @@ class SmallBatchLstmOp final : public DnnlOp {
   std::vector<float> rt_owned_;                        ///< When there is no shared store.
   std::vector<float> xw_;                              ///< The input projections [T * N, D * 4H].
   std::vector<float> state_;  ///< Per direction: h [N, H], c [N, H], gates [N, 4H].
-  dnnl::primitive primitive_;
+  dnnl::primitive primitive_;       ///< The projection on oneDNN, or
+  const float* panels_ = nullptr;   ///< (little work) W^T as panels for small_gemm.
+  std::vector<float> own_panels_;   ///< When there is no shared store.
   memory weights_, bias_;
 };
 
@@ -273,15 +233,50 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
   const memory::desc xw_md({T * N, D * width}, memory::data_type::f32, memory::dims{D * width, 1});
   const bool has_bias = input_present(desc, kB);
   ThreadScope scope(1);
-  auto matmul_desc = has_bias ? dnnl::matmul::desc(x_md, w_any, b_md, xw_md)
-                              : dnnl::matmul::desc(x_md, w_any, xw_md);
-  dnnl::matmul::primitive_desc pd(matmul_desc, base_attr(), cpu_engine());
-  op->primitive_ = dnnl::matmul(pd);
-  op->hold_scratchpad(pd);
-  KILN_ASSIGN_OR_RETURN(
-      op->weights_,
-      pack_constant(desc, kW, w_md, input_constant(desc, kW)->data(), pd.weights_desc()));
-  op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
+  // A projection of little work runs on kiln's loops (no code generated), others on oneDNN.
+  constexpr double kSmallMacs = 1 << 18;
+  const bool small = desc.small_ops_own_loops && static_cast<double>(T * N) *
+                                                         static_cast<double>(I) *
+                                                         static_cast<double>(D * width) <=
+                                                     kSmallMacs;
+  std::string projection = "kiln small MatMul";
+  if (small) {
+    const float* w = input_constant(desc, kW)->data_ptr<float>();
+    // W [D * 4H, I] read as B [I, D * 4H].
+    auto pack = [&](float* to) { pack_panels(w, 1, I, I, D * width, 1.0f, to); };
+    const size_t floats = panel_floats(I, D * width);
+    if (desc.packed != nullptr) {
+      const uint64_t hash = kW < desc.constant_hashes.size() && desc.constant_hashes[kW] != 0
+                                ? desc.constant_hashes[kW]
+                                : hash_source(w, static_cast<size_t>(D * width * I) * sizeof(float));
+      KILN_ASSIGN_OR_RETURN(const uint8_t* bytes,
+                            desc.packed->get(PackKey{hash, "kiln lstm W^T panels16 f32"},
+                                             floats * sizeof(float), [&](uint8_t* to) {
+                                               if (desc.verify_constant) {
+                                                 KILN_RETURN_IF_ERROR(desc.verify_constant(kW));
+                                               }
+                                               pack(reinterpret_cast<float*>(to));
+                                               return Status();
+                                             }));
+      op->panels_ = reinterpret_cast<const float*>(bytes);
+    } else {
+      if (desc.verify_constant) KILN_RETURN_IF_ERROR(desc.verify_constant(kW));
+      op->own_panels_.resize(floats);
+      pack(op->own_panels_.data());
+      op->panels_ = op->own_panels_.data();
+    }
+  } else {
+    auto matmul_desc = has_bias ? dnnl::matmul::desc(x_md, w_any, b_md, xw_md)
+                                : dnnl::matmul::desc(x_md, w_any, xw_md);
+    dnnl::matmul::primitive_desc pd(matmul_desc, base_attr(), cpu_engine());
+    op->primitive_ = dnnl::matmul(pd);
+    op->hold_scratchpad(pd);
+    KILN_ASSIGN_OR_RETURN(
+        op->weights_,
+        pack_constant(desc, kW, w_md, input_constant(desc, kW)->data(), pd.weights_desc()));
+    op->args_[DNNL_ARG_WEIGHTS] = op->weights_;
+    projection = describe_pd(pd);
+  }
   if (has_bias) {
     op->bias_ = memory(b_md, cpu_engine());
     op->args_[DNNL_ARG_BIAS] = op->bias_;
@@ -333,7 +328,7 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
     op->held_initial_[s] = constant != nullptr ? constant->data_ptr<float>() : nullptr;
   }
   op->state_.assign(static_cast<size_t>(D * 3 * N * width), 0.0f);
-  op->describe_ = describe_pd(pd) + " input projection; kiln LSTM cell, small batch" +
+  op->describe_ = projection + " input projection; kiln LSTM cell, small batch" +
                   (op->side_by_side_ ? ", directions side by side" : "");
   return std::unique_ptr<CpuOp>(std::move(op));
 }

@@ -241,9 +241,9 @@ std::vector<std::string> LoadedModel::function_names() const {
 namespace {
 
 // Raised whenever plans change for the same model and options (4: 1-D Convs of few channels
-// as windows x weights; 5: LSTMs of small batches on kiln's cell), so that entries of older
-// plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 5";
+// as windows x weights; 5: LSTMs of small batches on kiln's cell; 6: ops of little work on
+// kiln's loops or the reference kernels), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 6";
 
 struct StaticFunction {
   std::string name;
@@ -277,7 +277,8 @@ cache::CacheKey make_cache_key(uint64_t model_hash, const std::vector<StaticFunc
   }
   key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
                        (compile.propagate_layouts ? "" : ";layouts=0") +
-                       (compile.winograd ? "" : ";winograd=0");
+                       (compile.winograd ? "" : ";winograd=0") +
+                       (compile.small_ops_own_loops ? "" : ";small=0");
   key.engine_version = engine_version();
   key.cpu_features = specialization::cpu_features();
   return key;

@@ -124,9 +124,11 @@ TEST(Specialize, OneDnnStepsShareOneScratchpad) {
 
 TEST(Specialize, PoolingAndConcatKeepNativeLayouts) {
   ir::Model model = conv_pool_concat_model();
-  CompileOptions plain;
+  CompileOptions onednn_only;
+  onednn_only.small_ops_own_loops = false;  // the pooling is tiny
+  CompileOptions plain = onednn_only;
   plain.propagate_layouts = false;
-  auto native = check_against_reference(model, {{1, 16, 12, 12}}, CompileOptions{});
+  auto native = check_against_reference(model, {{1, 16, 12, 12}}, onednn_only);
   auto converted = check_against_reference(model, {{1, 16, 12, 12}}, plain);
   ASSERT_NE(native, nullptr);
   ASSERT_NE(converted, nullptr);
@@ -229,13 +231,22 @@ TEST(Specialize, LayerNormSoftmaxAndAReferenceOnlyOp) {
   b.output(top);
   b.output(idx);
   ir::Model model = b.build();
-  auto f = check_against_reference(model, {{2, 5, 16}}, true);
+  CompileOptions onednn_only;
+  onednn_only.small_ops_own_loops = false;
+  auto f = check_against_reference(model, {{2, 5, 16}}, onednn_only);
   ASSERT_NE(f, nullptr);
   std::map<std::string, std::string> where;
   for (const auto& entry : f->placement()) where[entry.op] = entry.device;
   EXPECT_EQ(where["LayerNormalization"], "cpu:onednn");
   EXPECT_EQ(where["Softmax"], "cpu:onednn");
   EXPECT_EQ(where["TopK"], "cpu:reference");
+  // By default, work this small is left to the reference kernels (no code generated).
+  auto small = check_against_reference(model, {{2, 5, 16}}, CompileOptions{});
+  ASSERT_NE(small, nullptr);
+  for (const auto& entry : small->placement()) {
+    EXPECT_EQ(entry.device, "cpu:reference") << entry.op;
+    if (entry.op == "Softmax") EXPECT_THAT(entry.detail, HasSubstr("little work")) << entry.detail;
+  }
 }
 
 TEST(Specialize, EinsumRunsOnTheReferenceKernel) {

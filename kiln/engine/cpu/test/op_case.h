@@ -72,6 +72,7 @@ struct Case {
     desc.op = std::move(op);
     desc.attributes = std::move(attributes);
     desc.num_threads = 1;
+    desc.small_ops_own_loops = false;  // these cases test the oneDNN ops, at small sizes
   }
   void add(OwnedTensor tensor, bool constant) {
     const runtime::Tensor& t = tensor.tensor();

@@ -1,0 +1,404 @@
+// Convs, MatMuls and Gemms of little work on loops of kiln's own, compiled ahead of time.
+// oneDNN generates code for each primitive when it is created (0.2-1 ms apiece, and about 1 ms
+// of setup at a process's first primitive), which for a model of microseconds of work (a
+// voice-activity detector, an 8x8 digit classifier) is most of its load or first run, while the
+// work itself takes microseconds on either. Both compute C = A x B over panels of B: 16
+// columns of it stored together, row after row (ceil(N / 16) panels of K x 16 floats, the
+// last one zero-padded). MatMul and Gemm pack their constant B into panels once; Conv gathers
+// its input windows into panels at each run (an im2col of at most kMaxPanelBytes) and takes its
+// weight, [O, C x KH x KW] in ONNX's own layout, as A.
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/packed_constants.h>
+#include <kiln/engine/cpu/vector_math.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+namespace {
+
+using dnnl::memory;
+using namespace vec;  // NOLINT: the vector helpers of every loop below
+
+// Bounds of "little work": multiply-adds per run, and the panels a Conv gathers per image.
+constexpr double kMaxMacs = 1 << 18;
+constexpr int64_t kMaxPanelBytes = int64_t{1} << 20;
+
+struct Epilogue {
+  const float* row_bias = nullptr;  // [M], or null
+  const float* col_bias = nullptr;  // [N], or null
+  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh only
+  size_t num_ops = 0;
+};
+
+[[gnu::always_inline]] inline Floats post_process(Floats v, const Epilogue& e) {
+  for (size_t i = 0; i < e.num_ops; ++i) {
+    const PostOp& op = e.ops[i];
+    switch (op.kind) {
+      case PostOpKind::Relu:
+        v = v < splat(0.0f) ? splat(0.0f) : v;
+        break;
+      case PostOpKind::Clip:
+        v = v < splat(op.alpha) ? splat(op.alpha) : v;
+        v = v > splat(op.beta) ? splat(op.beta) : v;
+        break;
+      case PostOpKind::Sigmoid:
+        v = sigmoid(v);
+        break;
+      case PostOpKind::Tanh:
+        v = tanh_of(v);
+        break;
+      default:
+        break;  // declined at creation
+    }
+  }
+  return v;
+}
+
+// C [M, N] (row stride ldc) = post-ops(A [M, K] (row stride lda) x B + biases), B as panels.
+// Four rows of A meet one panel at a time: four vectors of sums stay in registers over K.
+KILN_VECTOR_CLONES void gemm_panels(const float* a, int64_t lda, int64_t m_count, int64_t k_count,
+                                    const float* panels, int64_t n_count, float* c, int64_t ldc,
+                                    const Epilogue& e) {
+  for (int64_t n0 = 0; n0 < n_count; n0 += kLanes) {
+    const float* panel = panels + (n0 / kLanes) * k_count * kLanes;
+    const int64_t width = std::min(kLanes, n_count - n0);
+    float padded[kLanes] = {};
+    if (e.col_bias != nullptr) std::memcpy(padded, e.col_bias + n0, sizeof(float) * width);
+    const Floats col_bias = load(padded);
+    for (int64_t m = 0; m < m_count; m += 4) {
+      const int64_t rows = std::min<int64_t>(4, m_count - m);
+      // Rows past the end repeat the last one (their sums are dropped).
+      const float* a0 = a + m * lda;
+      const float* a1 = a + (m + std::min<int64_t>(1, rows - 1)) * lda;
+      const float* a2 = a + (m + std::min<int64_t>(2, rows - 1)) * lda;
+      const float* a3 = a + (m + std::min<int64_t>(3, rows - 1)) * lda;
+      Floats s0{}, s1{}, s2{}, s3{};
+      for (int64_t k = 0; k < k_count; ++k) {
+        const Floats b = load(panel + k * kLanes);
+        s0 += a0[k] * b;
+        s1 += a1[k] * b;
+        s2 += a2[k] * b;
+        s3 += a3[k] * b;
+      }
+      const Floats sums[4] = {s0, s1, s2, s3};
+      for (int64_t r = 0; r < rows; ++r) {
+        Floats v = sums[r] + col_bias;
+        if (e.row_bias != nullptr) v += e.row_bias[m + r];
+        v = post_process(v, e);
+        float* out = c + (m + r) * ldc + n0;
+        if (width == kLanes) {
+          store(out, v);
+        } else {
+          store(padded, v);
+          std::memcpy(out, padded, sizeof(float) * width);
+        }
+      }
+    }
+  }
+}
+
+bool supported_post_ops(const OpDesc& desc) {
+  return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [](const PostOp& op) {
+    return op.kind == PostOpKind::Relu || op.kind == PostOpKind::Clip ||
+           op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh;
+  });
+}
+
+bool all_float(const OpDesc& desc) {
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    bool present = desc.inputs_present.empty() || desc.inputs_present[i];
+    if (present && desc.inputs[i].dtype != runtime::ScalarType::Float32) return false;
+  }
+  return true;
+}
+
+// `count` floats made by `fill` from constant input `input` (checked first when the desc asks),
+// in the shared store under `layout` when there is one, else in `own`.
+Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::string& layout,
+                                 size_t count, const std::function<void(float*)>& fill,
+                                 std::vector<float>& own) {
+  auto packing = [&](uint8_t* data) -> Status {
+    if (desc.verify_constant) {
+      Status verified = desc.verify_constant(input);
+      if (!verified.ok()) return verified.with_context("create op '" + desc.op + "'");
+    }
+    fill(reinterpret_cast<float*>(data));
+    return Status();
+  };
+  if (desc.packed == nullptr) {
+    own.assign(count, 0.0f);
+    KILN_RETURN_IF_ERROR(packing(reinterpret_cast<uint8_t*>(own.data())));
+    return own.data();
+  }
+  PackKey key;
+  uint64_t known = input < desc.constant_hashes.size() ? desc.constant_hashes[input] : 0;
+  const runtime::Tensor& t = *desc.constants[input];
+  key.source_hash = known != 0 ? known : hash_source(t.data(), t.nbytes());
+  key.layouts = (known != 0 ? "c" : "b") + layout;
+  KILN_ASSIGN_OR_RETURN(const uint8_t* bytes,
+                        desc.packed->get(key, count * sizeof(float), [&](uint8_t* data) {
+                          std::memset(data, 0, count * sizeof(float));
+                          return packing(data);
+                        }));
+  return reinterpret_cast<const float*>(bytes);
+}
+
+// The bias of N values from constant input `index` of `desc` (numel N, or 1: broadcast), times
+// `scale`; empty when absent.
+Result<std::vector<float>> column_bias(const OpDesc& desc, size_t index, int64_t n, float scale) {
+  bool present = index < desc.inputs.size() &&
+                 (desc.inputs_present.empty() || desc.inputs_present[index]);
+  if (!present) return std::vector<float>();
+  const runtime::Tensor* c = input_constant(desc, index);
+  if (c == nullptr) return error(desc, Error::NotSupported, "bias is not constant");
+  int64_t numel = c->numel();
+  const std::vector<int64_t>& sizes = desc.inputs[index].sizes;
+  bool row_vector = numel == n && (sizes.empty() || sizes.back() == n);
+  if (!row_vector && numel != 1) {
+    return error(desc, Error::NotSupported, "bias is not one value per output column");
+  }
+  if (desc.verify_constant) {
+    KILN_RETURN_IF_ERROR(desc.verify_constant(index).with_context("create op '" + desc.op + "'"));
+  }
+  const auto* v = static_cast<const float*>(c->data());
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(j)] = scale * v[numel == 1 ? 0 : j];
+  return out;
+}
+
+class SmallOp : public CpuOp {
+ public:
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  std::string describe() const override { return describe_; }
+
+ protected:
+  Status check_run(runtime::Span<const runtime::Tensor*> inputs,
+                   runtime::Span<runtime::Tensor*> outputs) const {
+    if (inputs.size() < 1 || inputs[0] == nullptr || outputs.size() != 1 ||
+        outputs[0] == nullptr) {
+      return Status(Error::InvalidArgument, "run op '" + op_ + "' (" + describe_ +
+                                                "): expected input 0 and one output");
+    }
+    return Status();
+  }
+
+  std::string op_, describe_;
+  std::vector<TensorDesc> outputs_;
+  std::vector<PostOp> post_ops_;
+  Epilogue epilogue() const { return Epilogue{nullptr, nullptr, post_ops_.data(), post_ops_.size()}; }
+};
+
+// MatMul by a constant 2-D B, or Gemm (transA 0): Y [M, N] = alpha A B' + beta C.
+class SmallMatMulOp final : public SmallOp {
+ public:
+  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
+    const bool gemm = desc.op == "Gemm";
+    KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
+    if (!all_float(desc) || !supported_post_ops(desc) || num_residuals(desc) != 0) {
+      return error(desc, Error::NotSupported, "not float32, or a post-op the loops lack");
+    }
+    const runtime::Tensor* b = input_constant(desc, 1);
+    const std::vector<int64_t>& a_sizes = desc.inputs[0].sizes;
+    const std::vector<int64_t>& b_sizes = desc.inputs[1].sizes;
+    if (b == nullptr || b_sizes.size() != 2 || a_sizes.size() < 2) {
+      return error(desc, Error::NotSupported, "B is not a constant matrix, or A is a vector");
+    }
+    Attrs attrs(desc);
+    KILN_ASSIGN_OR_RETURN(int64_t trans_a, attrs.get_int("transA", 0));
+    KILN_ASSIGN_OR_RETURN(int64_t trans_b, attrs.get_int("transB", 0));
+    KILN_ASSIGN_OR_RETURN(double alpha, attrs.get_float("alpha", 1.0));
+    KILN_ASSIGN_OR_RETURN(double beta, attrs.get_float("beta", 1.0));
+    if (!gemm) trans_a = trans_b = 0, alpha = beta = 1.0;
+    if (trans_a != 0 || (gemm && a_sizes.size() != 2)) {
+      return error(desc, Error::NotSupported, "transA, or a Gemm A of rank other than 2");
+    }
+    const int64_t k = a_sizes.back();
+    const int64_t n = trans_b != 0 ? b_sizes[0] : b_sizes[1];
+    if ((trans_b != 0 ? b_sizes[1] : b_sizes[0]) != k) {
+      return error(desc, Error::InvalidArgument,
+                   "A's columns (" + std::to_string(k) + ") differ from B's rows");
+    }
+    int64_t m = 1;
+    for (size_t i = 0; i + 1 < a_sizes.size(); ++i) m *= a_sizes[i];
+    if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > kMaxMacs) {
+      return error(desc, Error::NotSupported, "more work than the small loops take");
+    }
+    auto op = std::make_unique<SmallMatMulOp>();
+    op->op_ = desc.op;
+    op->describe_ = "kiln small MatMul (own loops, no generated code)";
+    op->post_ops_ = desc.post_ops;
+    op->m_ = m, op->n_ = n, op->k_ = k;
+    std::vector<int64_t> out(a_sizes.begin(), a_sizes.end() - 1);
+    out.push_back(n);
+    op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
+    KILN_ASSIGN_OR_RETURN(op->bias_, column_bias(desc, 2, n, static_cast<float>(gemm ? beta : 1.0)));
+    const auto* source = static_cast<const float*>(b->data());
+    const float scale = static_cast<float>(alpha);
+    const std::string layout = "kiln panels16 f32 K=" + std::to_string(k) + " N=" +
+                               std::to_string(n) + " transB=" + std::to_string(trans_b) +
+                               " alpha=" + std::to_string(alpha);
+    KILN_ASSIGN_OR_RETURN(
+        op->panels_,
+        pack_floats(
+            desc, 1, layout, panel_floats(k, n),
+            [&](float* to) {
+              // B [K, N], or (transB) stored as [N, K].
+              pack_panels(source, trans_b != 0 ? 1 : n, trans_b != 0 ? k : 1, k, n, scale, to);
+            },
+            op->own_panels_));
+    return std::unique_ptr<CpuOp>(std::move(op));
+  }
+
+  Status run(runtime::Span<const runtime::Tensor*> inputs,
+             runtime::Span<runtime::Tensor*> outputs) override {
+    KILN_RETURN_IF_ERROR(check_run(inputs, outputs));
+    Epilogue e = epilogue();
+    e.col_bias = bias_.empty() ? nullptr : bias_.data();
+    gemm_panels(static_cast<const float*>(inputs[0]->data()), k_, m_, k_, panels_, n_,
+                static_cast<float*>(outputs[0]->mutable_data()), n_, e);
+    return Status();
+  }
+
+ private:
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  const float* panels_ = nullptr;
+  std::vector<float> own_panels_, bias_;
+};
+
+// Conv of one group, 1-D or 2-D, constant W and B: per image, its windows gathered into
+// panels of 16 output pixels, then Y [O, P] = W [O, C KH KW] x windows.
+class SmallConvOp final : public SmallOp {
+ public:
+  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
+    KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
+    if (!all_float(desc) || !supported_post_ops(desc) || num_residuals(desc) != 0) {
+      return error(desc, Error::NotSupported, "not float32, or a post-op the loops lack");
+    }
+    const runtime::Tensor* w = input_constant(desc, 1);
+    if (w == nullptr) return error(desc, Error::NotSupported, "W is not constant");
+    memory::dims strides, dilations, pad_begin, pad_end;
+    int64_t group = 1;
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out,
+                          conv_geometry(desc, strides, dilations, pad_begin, pad_end, group));
+    const std::vector<int64_t>& x = desc.inputs[0].sizes;
+    const std::vector<int64_t>& ws = desc.inputs[1].sizes;
+    if (group != 1 || x.size() > 4) {
+      return error(desc, Error::NotSupported, "groups, or a 3-D Conv");
+    }
+    auto op = std::make_unique<SmallConvOp>();
+    const bool one_d = x.size() == 3;
+    op->batch_ = x[0], op->channels_ = x[1];
+    op->in_h_ = one_d ? 1 : x[2], op->in_w_ = x.back();
+    op->out_c_ = ws[0];
+    op->kernel_h_ = one_d ? 1 : ws[2], op->kernel_w_ = ws.back();
+    op->out_h_ = one_d ? 1 : out[2], op->out_w_ = out.back();
+    op->stride_h_ = one_d ? 1 : strides[0], op->stride_w_ = strides.back();
+    op->dilation_h_ = one_d ? 1 : dilations[0] + 1, op->dilation_w_ = dilations.back() + 1;
+    op->pad_h_ = one_d ? 0 : pad_begin[0], op->pad_w_ = pad_begin.back();
+    const int64_t taps = op->channels_ * op->kernel_h_ * op->kernel_w_;
+    const int64_t pixels = op->out_h_ * op->out_w_;
+    const int64_t panel_floats = (pixels + kLanes - 1) / kLanes * taps * kLanes;
+    const double macs = static_cast<double>(op->batch_) * static_cast<double>(op->out_c_) *
+                        static_cast<double>(taps) * static_cast<double>(pixels);
+    if (macs > kMaxMacs || panel_floats * 4 > kMaxPanelBytes) {
+      return error(desc, Error::NotSupported, "more work than the small loops take");
+    }
+    op->op_ = desc.op;
+    op->describe_ = "kiln small Conv (own loops, no generated code)";
+    op->post_ops_ = desc.post_ops;
+    op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
+    KILN_ASSIGN_OR_RETURN(op->bias_, column_bias(desc, 2, op->out_c_, 1.0f));
+    const auto* source = static_cast<const float*>(w->data());
+    const size_t count = static_cast<size_t>(op->out_c_ * taps);
+    KILN_ASSIGN_OR_RETURN(op->weights_,
+                          pack_floats(
+                              desc, 1, "kiln rows f32 [O, C KH KW]", count,
+                              [&](float* to) { std::memcpy(to, source, count * sizeof(float)); },
+                              op->own_weights_));
+    op->panels_.assign(static_cast<size_t>(panel_floats), 0.0f);
+    return std::unique_ptr<CpuOp>(std::move(op));
+  }
+
+  Status run(runtime::Span<const runtime::Tensor*> inputs,
+             runtime::Span<runtime::Tensor*> outputs) override {
+    KILN_RETURN_IF_ERROR(check_run(inputs, outputs));
+    const auto* x = static_cast<const float*>(inputs[0]->data());
+    auto* y = static_cast<float*>(outputs[0]->mutable_data());
+    const int64_t pixels = out_h_ * out_w_;
+    const int64_t taps = channels_ * kernel_h_ * kernel_w_;
+    Epilogue e = epilogue();
+    e.row_bias = bias_.empty() ? nullptr : bias_.data();
+    for (int64_t n = 0; n < batch_; ++n) {
+      gather(x + n * channels_ * in_h_ * in_w_);
+      gemm_panels(weights_, taps, out_c_, taps, panels_.data(), pixels, y + n * out_c_ * pixels,
+                  pixels, e);
+    }
+    return Status();
+  }
+
+ private:
+  // panels_[p / 16][tap][p % 16] = the input under tap `tap` of output pixel p (0 in padding).
+  void gather(const float* image) {
+    const int64_t pixels = out_h_ * out_w_;
+    const int64_t taps = channels_ * kernel_h_ * kernel_w_;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const int64_t oh = p / out_w_, ow = p % out_w_;
+      float* column = panels_.data() + (p / kLanes) * taps * kLanes + p % kLanes;
+      int64_t tap = 0;
+      for (int64_t c = 0; c < channels_; ++c) {
+        const float* plane = image + c * in_h_ * in_w_;
+        for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+          const int64_t ih = oh * stride_h_ - pad_h_ + kh * dilation_h_;
+          const bool row_inside = ih >= 0 && ih < in_h_;
+          for (int64_t kw = 0; kw < kernel_w_; ++kw, ++tap) {
+            const int64_t iw = ow * stride_w_ - pad_w_ + kw * dilation_w_;
+            column[tap * kLanes] =
+                row_inside && iw >= 0 && iw < in_w_ ? plane[ih * in_w_ + iw] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+
+  int64_t batch_ = 0, channels_ = 0, in_h_ = 0, in_w_ = 0, out_c_ = 0;
+  int64_t kernel_h_ = 0, kernel_w_ = 0, out_h_ = 0, out_w_ = 0;
+  int64_t stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1, pad_h_ = 0, pad_w_ = 0;
+  const float* weights_ = nullptr;
+  std::vector<float> own_weights_, bias_, panels_;
+};
+
+}  // namespace
+
+size_t panel_floats(int64_t k, int64_t n) {
+  return static_cast<size_t>((n + kLanes - 1) / kLanes * k * kLanes);
+}
+
+void pack_panels(const float* b, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
+                 float scale, float* to) {
+  std::fill(to, to + panel_floats(k, n), 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    float* column = to + (j / kLanes) * k * kLanes + j % kLanes;
+    for (int64_t r = 0; r < k; ++r) column[r * kLanes] = scale * b[r * row_stride + j * col_stride];
+  }
+}
+
+void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
+                float* c, int64_t ldc, const float* col_bias) {
+  Epilogue e;
+  e.col_bias = col_bias;
+  gemm_panels(a, lda, m, k, panels, n, c, ldc, e);
+}
+
+Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc) {
+  return SmallMatMulOp::create(desc);
+}
+
+Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc) {
+  return SmallConvOp::create(desc);
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl

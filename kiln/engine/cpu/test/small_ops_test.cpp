@@ -1,0 +1,163 @@
+// Ops of little work (small_ops.cpp, CpuOp::create's routing): small Convs, MatMuls and Gemms
+// on kiln's own loops against the reference kernels on seeded random data, and tiny
+// element-wise ops left to the reference kernels, while larger ones keep oneDNN.
+
+#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/kernels/kernels.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
+
+constexpr const char* kOwnLoops = "kiln small";
+
+Case small_case(std::string op, std::vector<ir::Attribute> attributes) {
+  Case c(std::move(op), std::move(attributes));
+  c.desc.small_ops_own_loops = true;
+  return c;
+}
+
+TEST(SmallOps, ConvsMatchReferenceOverGeometryBiasAndPostOps) {
+  struct Geometry {
+    std::vector<int64_t> x, w, strides, dilations, pads;
+  };
+  const std::vector<Geometry> geometries = {
+      {{1, 65, 9}, {64, 65, 3}, {1}, {1}, {1, 1}},                 // the VAD's encoder
+      {{1, 64, 9}, {64, 64, 3}, {2}, {1}, {1, 1}},                 // stride 2
+      {{1, 1, 512}, {65, 1, 128}, {64}, {1}, {64, 64}},            // a long 1-D kernel
+      {{2, 3, 7}, {5, 3, 2}, {1}, {2}, {0, 1}},                    // dilation, uneven pads
+      {{1, 1, 8, 8}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // digits' first Conv
+      {{1, 8, 4, 4}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {{2, 3, 9, 7}, {4, 3, 3, 2}, {2, 1}, {1, 2}, {1, 0, 2, 1}},  // everything uneven
+      {{1, 17, 5, 5}, {33, 17, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {{},
+                                                         {{PostOpKind::Relu}},
+                                                         {{PostOpKind::Clip, -0.5f, 0.5f}},
+                                                         {{PostOpKind::Sigmoid}},
+                                                         {{PostOpKind::Tanh}, {PostOpKind::Relu}}};
+  uint32_t seed = 900;
+  for (const Geometry& g : geometries) {
+    for (bool bias : {true, false}) {
+      for (const auto& post_ops : post_op_sets) {
+        SCOPED_TRACE(runtime::shape_to_string(g.x) + " * " + runtime::shape_to_string(g.w) +
+                     (bias ? " bias" : "") + post_ops_name(post_ops));
+        kernels::ConvOptions options;
+        options.strides = g.strides;
+        options.dilations = g.dilations;
+        options.pads = g.pads;
+        Case c = small_case("Conv", {ints("strides", g.strides), ints("dilations", g.dilations),
+                                     ints("pads", g.pads)});
+        c.add(random_tensor(g.x, seed++), false);
+        c.add(random_tensor(g.w, seed++, -0.5, 0.5), true);
+        if (bias) c.add(random_tensor({g.w[0]}, seed++), true);
+        expect_conv_like_reference(c, options, bias, post_ops, seed);
+        EXPECT_NE(c.description.find(kOwnLoops), std::string::npos) << c.description;
+      }
+    }
+  }
+}
+
+TEST(SmallOps, MatMulsAndGemmsMatchReference) {
+  uint32_t seed = 950;
+  // MatMul: A of rank 2 and 3 (rows of every batch at once), N across panel boundaries.
+  for (const auto& [a, n] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+           {{1, 64}, 256}, {{3, 5, 7}, 17}, {{9, 33}, 16}, {{2, 1}, 1}}) {
+    SCOPED_TRACE("MatMul " + runtime::shape_to_string(a) + " x N " + std::to_string(n));
+    Case c = small_case("MatMul", {});
+    c.add(random_tensor(a, seed++), false);
+    c.add(random_tensor({a.back(), n}, seed++), true);
+    std::vector<int64_t> out(a.begin(), a.end() - 1);
+    out.push_back(n);
+    OwnedTensor expected = zeros(out);
+    ASSERT_TRUE(kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
+    expect_near(c.run(), expected);
+    EXPECT_NE(c.description.find(kOwnLoops), std::string::npos) << c.description;
+  }
+  // Gemm: transB, alpha, beta, C per column or one value; fused Relu.
+  for (bool trans_b : {false, true}) {
+    for (const std::vector<int64_t>& c_shape : std::vector<std::vector<int64_t>>{{10}, {1, 10}, {1}}) {
+      SCOPED_TRACE(std::string(trans_b ? "transB" : "") + " C " +
+                   runtime::shape_to_string(c_shape));
+      kernels::GemmOptions options;
+      options.alpha = 0.5;
+      options.beta = 2.0;
+      options.trans_b = trans_b;
+      Case c = small_case("Gemm", {int_attr("transB", trans_b ? 1 : 0),
+                                   float_attr("alpha", 0.5), float_attr("beta", 2.0)});
+      c.add(random_tensor({6, 20}, seed++), false);
+      c.add(random_tensor(trans_b ? std::vector<int64_t>{10, 20} : std::vector<int64_t>{20, 10},
+                          seed++),
+            true);
+      c.add(random_tensor(c_shape, seed++), true);
+      OwnedTensor expected = zeros({6, 10});
+      ASSERT_TRUE(kernels::gemm(c.at(0), c.at(1), &c.at(2), expected.tensor(), options).ok());
+      apply_post_ops({{PostOpKind::Relu}}, {}, expected);
+      c.desc.post_ops = {{PostOpKind::Relu}};
+      expect_near(c.run(), expected);
+      EXPECT_NE(c.description.find(kOwnLoops), std::string::npos) << c.description;
+    }
+  }
+}
+
+TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
+  uint32_t seed = 990;
+  auto described = [](Case& c) {
+    auto op = c.create();
+    EXPECT_TRUE(op.ok()) << op.status();
+    return op.ok() ? (*op)->describe() : std::string();
+  };
+  {  // More than 2^18 multiply-adds.
+    Case c = small_case("MatMul", {});
+    c.add(random_tensor({64, 128}, seed++), false);
+    c.add(random_tensor({128, 128}, seed++), true);
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
+  {  // A run-time B.
+    Case c = small_case("MatMul", {});
+    c.add(random_tensor({4, 8}, seed++), false);
+    c.add(random_tensor({8, 4}, seed++), false);
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
+  {  // Groups.
+    Case c = small_case("Conv", {int_attr("group", 2)});
+    c.add(random_tensor({1, 4, 6, 6}, seed++), false);
+    c.add(random_tensor({4, 2, 3, 3}, seed++), true);
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
+  {  // A residual post-op.
+    Case c = small_case("Conv", {});
+    c.add(random_tensor({1, 4, 6, 6}, seed++), false);
+    c.add(random_tensor({4, 4, 3, 3}, seed++), true);
+    c.add(random_tensor({1, 4, 4, 4}, seed++), false);
+    c.desc.post_ops = {{PostOpKind::AddResidual}};
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
+}
+
+TEST(SmallOps, TinyElementwiseWorkIsLeftToTheReferenceKernel) {
+  uint32_t seed = 1010;
+  for (const std::string& op : {"Relu", "Softmax", "Add"}) {
+    SCOPED_TRACE(op);
+    Case tiny = small_case(op, {});
+    tiny.add(random_tensor({1, 65, 9}, seed++), false);
+    if (op == "Add") tiny.add(random_tensor({1, 65, 9}, seed++), false);
+    auto declined = tiny.create();
+    ASSERT_FALSE(declined.ok());
+    EXPECT_EQ(declined.status().code(), runtime::Error::NotSupported);
+    EXPECT_NE(declined.status().message().find("little work"), std::string::npos)
+        << declined.status();
+    Case large = small_case(op, {});
+    large.add(random_tensor({1, 64, 56, 56}, seed++), false);
+    if (op == "Add") large.add(random_tensor({1, 64, 56, 56}, seed++), false);
+    EXPECT_TRUE(large.create().ok()) << "a large " << op << " stays on oneDNN";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
