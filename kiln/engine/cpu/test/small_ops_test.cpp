@@ -142,7 +142,7 @@ TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
 
 TEST(SmallOps, TinyElementwiseWorkIsLeftToTheReferenceKernel) {
   uint32_t seed = 1010;
-  for (const std::string& op : {"Relu", "Softmax", "Add"}) {
+  for (const std::string& op : std::vector<std::string>{"Relu", "Softmax", "Add"}) {
     SCOPED_TRACE(op);
     Case tiny = small_case(op, {});
     tiny.add(random_tensor({1, 65, 9}, seed++), false);
