@@ -269,8 +269,13 @@ class SmallMatMulOp final : public SmallOp {
   std::vector<float> own_panels_, bias_;
 };
 
-// Conv of one group, 1-D or 2-D, constant W and B: per image, its windows gathered into
-// panels of 16 output pixels, then Y [O, P] = W [O, C KH KW] x windows.
+// Conv of one group, 1-D or 2-D, constant W and B, per image in one of two orientations,
+// whichever fills more of the panels' 16 lanes:
+// - by pixels: the windows gathered into panels of 16 output pixels, then
+//   Y [O, P] = W [O, C KH KW] x windows;
+// - by channels (few pixels, e.g. the VAD's 9, 5 and 3): W^T packed into panels of 16 output
+//   channels once, the windows gathered as rows [P, C KH KW], then Y^T [P, O] = windows x W^T,
+//   transposed into Y.
 class SmallConvOp final : public SmallOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
@@ -301,25 +306,43 @@ class SmallConvOp final : public SmallOp {
     op->pad_h_ = one_d ? 0 : pad_begin[0], op->pad_w_ = pad_begin.back();
     const int64_t taps = op->channels_ * op->kernel_h_ * op->kernel_w_;
     const int64_t pixels = op->out_h_ * op->out_w_;
-    const int64_t panel_floats = (pixels + kLanes - 1) / kLanes * taps * kLanes;
+    auto filled = [](int64_t n) {  // the share of a panel's lanes n values fill
+      return static_cast<double>(n) / static_cast<double>((n + kLanes - 1) / kLanes * kLanes);
+    };
+    op->by_channels_ = filled(op->out_c_) > filled(pixels);
+    const int64_t buffer_floats = op->by_channels_
+                                     ? pixels * taps + pixels * op->out_c_  // rows, Y^T
+                                     : (pixels + kLanes - 1) / kLanes * taps * kLanes;
     const double macs = static_cast<double>(op->batch_) * static_cast<double>(op->out_c_) *
                         static_cast<double>(taps) * static_cast<double>(pixels);
-    if (macs > kMaxMacs || panel_floats * 4 > kMaxPanelBytes) {
+    if (macs > kMaxMacs || buffer_floats * 4 > kMaxPanelBytes) {
       return error(desc, Error::NotSupported, "more work than the small loops take");
     }
     op->op_ = desc.op;
-    op->describe_ = "kiln small Conv (own loops, no generated code)";
+    op->describe_ = std::string("kiln small Conv (own loops, no generated code) by ") +
+                    (op->by_channels_ ? "channels" : "pixels");
     op->post_ops_ = desc.post_ops;
     op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
     KILN_ASSIGN_OR_RETURN(op->bias_, column_bias(desc, 2, op->out_c_, 1.0f));
     const auto* source = static_cast<const float*>(w->data());
     const size_t count = static_cast<size_t>(op->out_c_ * taps);
-    KILN_ASSIGN_OR_RETURN(op->weights_,
-                          pack_floats(
-                              desc, 1, "kiln rows f32 [O, C KH KW]", count,
-                              [&](float* to) { std::memcpy(to, source, count * sizeof(float)); },
-                              op->own_weights_));
-    op->panels_.assign(static_cast<size_t>(panel_floats), 0.0f);
+    if (op->by_channels_) {
+      // W [O, C KH KW] read as B [C KH KW, O].
+      const int64_t out_c = op->out_c_;
+      KILN_ASSIGN_OR_RETURN(
+          op->weights_,
+          pack_floats(
+              desc, 1, "kiln panels16 f32 W^T [C KH KW, O]", panel_floats(taps, out_c),
+              [&](float* to) { pack_panels(source, 1, taps, taps, out_c, 1.0f, to); },
+              op->own_weights_));
+    } else {
+      KILN_ASSIGN_OR_RETURN(op->weights_,
+                            pack_floats(
+                                desc, 1, "kiln rows f32 [O, C KH KW]", count,
+                                [&](float* to) { std::memcpy(to, source, count * sizeof(float)); },
+                                op->own_weights_));
+    }
+    op->panels_.assign(static_cast<size_t>(buffer_floats), 0.0f);
     return std::unique_ptr<CpuOp>(std::move(op));
   }
 
@@ -331,23 +354,37 @@ class SmallConvOp final : public SmallOp {
     const int64_t pixels = out_h_ * out_w_;
     const int64_t taps = channels_ * kernel_h_ * kernel_w_;
     Epilogue e = epilogue();
-    e.row_bias = bias_.empty() ? nullptr : bias_.data();
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
     for (int64_t n = 0; n < batch_; ++n) {
-      gather(x + n * channels_ * in_h_ * in_w_);
-      gemm_panels(weights_, taps, out_c_, taps, panels_.data(), pixels, y + n * out_c_ * pixels,
-                  pixels, e);
+      const float* image = x + n * channels_ * in_h_ * in_w_;
+      float* result = y + n * out_c_ * pixels;
+      if (by_channels_) {
+        gather(image, [taps](int64_t p) { return p * taps; }, 1);
+        float* transposed = panels_.data() + pixels * taps;
+        e.col_bias = bias;
+        gemm_panels(panels_.data(), taps, pixels, taps, weights_, out_c_, transposed, out_c_, e);
+        for (int64_t p = 0; p < pixels; ++p) {
+          for (int64_t o = 0; o < out_c_; ++o) result[o * pixels + p] = transposed[p * out_c_ + o];
+        }
+      } else {
+        gather(image, [taps](int64_t p) { return (p / kLanes) * taps * kLanes + p % kLanes; },
+               kLanes);
+        e.row_bias = bias;
+        gemm_panels(weights_, taps, out_c_, taps, panels_.data(), pixels, result, pixels, e);
+      }
     }
     return Status();
   }
 
  private:
-  // panels_[p / 16][tap][p % 16] = the input under tap `tap` of output pixel p (0 in padding).
-  void gather(const float* image) {
+  // panels_[start(p) + tap * tap_stride] = the input under tap `tap` of output pixel p (0 in
+  // padding): panels of pixels ([p / 16][tap][p % 16]) or rows of them ([p][tap]).
+  template <typename Start>
+  void gather(const float* image, Start start, int64_t tap_stride) {
     const int64_t pixels = out_h_ * out_w_;
-    const int64_t taps = channels_ * kernel_h_ * kernel_w_;
     for (int64_t p = 0; p < pixels; ++p) {
       const int64_t oh = p / out_w_, ow = p % out_w_;
-      float* column = panels_.data() + (p / kLanes) * taps * kLanes + p % kLanes;
+      float* column = panels_.data() + start(p);
       int64_t tap = 0;
       for (int64_t c = 0; c < channels_; ++c) {
         const float* plane = image + c * in_h_ * in_w_;
@@ -356,7 +393,7 @@ class SmallConvOp final : public SmallOp {
           const bool row_inside = ih >= 0 && ih < in_h_;
           for (int64_t kw = 0; kw < kernel_w_; ++kw, ++tap) {
             const int64_t iw = ow * stride_w_ - pad_w_ + kw * dilation_w_;
-            column[tap * kLanes] =
+            column[tap * tap_stride] =
                 row_inside && iw >= 0 && iw < in_w_ ? plane[ih * in_w_ + iw] : 0.0f;
           }
         }
@@ -367,8 +404,10 @@ class SmallConvOp final : public SmallOp {
   int64_t batch_ = 0, channels_ = 0, in_h_ = 0, in_w_ = 0, out_c_ = 0;
   int64_t kernel_h_ = 0, kernel_w_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1, pad_h_ = 0, pad_w_ = 0;
-  const float* weights_ = nullptr;
-  std::vector<float> own_weights_, bias_, panels_;
+  bool by_channels_ = false;     ///< The orientation (see the class comment).
+  const float* weights_ = nullptr;  ///< W [O, C KH KW], or (by channels) W^T as panels.
+  std::vector<float> own_weights_, bias_;
+  std::vector<float> panels_;  ///< The gathered windows (and, by channels, Y^T after them).
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <kiln/runtime/core/bulk_pool.h>
 
+#include <algorithm>
 #include <string>
 
 namespace kiln::runtime {
@@ -24,12 +25,14 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     chunk.used += rounded;
     return data;
   }
-  const size_t chunk_size = std::max(kChunkBytes, round_up(rounded, kChunkBytes));
+  // Each chunk as large as all before it (at least the first size, at most kChunkBytes).
+  const size_t next = std::min(kChunkBytes, std::max(kFirstChunkBytes, reserved_));
+  const size_t chunk_size = rounded <= next ? next : round_up(rounded, size_t{2} << 20);
   KILN_ASSIGN_OR_RETURN(AlignedBuffer memory, allocate_bulk(chunk_size));
   uint8_t* data = memory.get();
   // A chunk made for one large request goes before the open one, which keeps its tail.
   Chunk made{std::move(memory), chunk_size, rounded};
-  if (rounded > kChunkBytes / 2 && !chunks_.empty()) {
+  if (rounded > next / 2 && !chunks_.empty()) {
     chunks_.insert(chunks_.end() - 1, std::move(made));
   } else {
     chunks_.push_back(std::move(made));

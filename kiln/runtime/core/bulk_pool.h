@@ -11,8 +11,10 @@ namespace kiln::runtime {
 
 /// Many bulk allocations (packed weights, kernel buffers) carved from a few large chunks of
 /// `allocate_bulk` memory, so that they share huge pages: written once at load, a chunk of
-/// 8 MiB takes four page faults where 4 KiB pages would take 2,048. A request larger than a
-/// chunk gets a chunk of its own. Memory is given back only when the pool is destroyed.
+/// 8 MiB takes four page faults where 4 KiB pages would take 2,048. Chunks grow with the pool,
+/// from kFirstChunkBytes (4 KiB pages: a small model's weights do not fill a huge page) to
+/// kChunkBytes; a request larger than the next chunk gets a chunk of its own. Memory is given
+/// back only when the pool is destroyed.
 ///
 /// Untouched parts of a chunk cost address space only; at most one partly used huge page per
 /// chunk is resident beyond what was asked for.
@@ -20,6 +22,7 @@ namespace kiln::runtime {
 /// Thread-safety: none; callers serialize (PackedConstants allocates under its lock).
 class BulkPool {
  public:
+  static constexpr size_t kFirstChunkBytes = size_t{256} << 10;
   static constexpr size_t kChunkBytes = size_t{8} << 20;
   static constexpr size_t kAlignment = 64;
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@ TEST(SmallOps, ConvsMatchReferenceOverGeometryBiasAndPostOps) {
                                                          {{PostOpKind::Sigmoid}},
                                                          {{PostOpKind::Tanh}, {PostOpKind::Relu}}};
   uint32_t seed = 900;
+  std::set<std::string> orientations;
   for (const Geometry& g : geometries) {
     for (bool bias : {true, false}) {
       for (const auto& post_ops : post_op_sets) {
@@ -58,9 +60,12 @@ TEST(SmallOps, ConvsMatchReferenceOverGeometryBiasAndPostOps) {
         if (bias) c.add(random_tensor({g.w[0]}, seed++), true);
         expect_conv_like_reference(c, options, bias, post_ops, seed);
         EXPECT_NE(c.description.find(kOwnLoops), std::string::npos) << c.description;
+        orientations.insert(c.description.substr(c.description.rfind(' ') + 1));
       }
     }
   }
+  // Few pixels (the VAD's) run by output channels, the rest by pixels.
+  EXPECT_EQ(orientations, (std::set<std::string>{"channels", "pixels"}));
 }
 
 TEST(SmallOps, MatMulsAndGemmsMatchReference) {
