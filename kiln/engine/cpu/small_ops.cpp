@@ -58,17 +58,40 @@ struct Epilogue {
   return v;
 }
 
+// Writes the sums of rows [m, m + rows) for the panel of columns [n0, n0 + 16): biases,
+// post-ops, and only the columns before n_count.
+[[gnu::always_inline]] inline void write_sums(const Floats* sums, int64_t rows, int64_t m,
+                                              int64_t n0, int64_t n_count, float* c, int64_t ldc,
+                                              const Epilogue& e) {
+  const int64_t width = std::min(kLanes, n_count - n0);
+  float padded[kLanes] = {};
+  if (e.col_bias != nullptr) std::memcpy(padded, e.col_bias + n0, sizeof(float) * width);
+  const Floats col_bias = load(padded);
+  for (int64_t r = 0; r < rows; ++r) {
+    Floats v = sums[r] + col_bias;
+    if (e.row_bias != nullptr) v += e.row_bias[m + r];
+    v = post_process(v, e);
+    float* out = c + (m + r) * ldc + n0;
+    if (width == kLanes) {
+      store(out, v);
+    } else {
+      store(padded, v);
+      std::memcpy(out, padded, sizeof(float) * width);
+    }
+  }
+}
+
 // C [M, N] (row stride ldc) = post-ops(A [M, K] (row stride lda) x B + biases), B as panels.
-// Four rows of A meet one panel at a time: four vectors of sums stay in registers over K.
+// Four rows of A meet two panels at a time: eight vectors of sums in registers over K (as many
+// independent chains as two FMA units with 4-cycle latency keep busy); a last odd panel, one.
 KILN_VECTOR_CLONES void gemm_panels(const float* a, int64_t lda, int64_t m_count, int64_t k_count,
                                     const float* panels, int64_t n_count, float* c, int64_t ldc,
                                     const Epilogue& e) {
-  for (int64_t n0 = 0; n0 < n_count; n0 += kLanes) {
-    const float* panel = panels + (n0 / kLanes) * k_count * kLanes;
-    const int64_t width = std::min(kLanes, n_count - n0);
-    float padded[kLanes] = {};
-    if (e.col_bias != nullptr) std::memcpy(padded, e.col_bias + n0, sizeof(float) * width);
-    const Floats col_bias = load(padded);
+  const int64_t panel_floats = k_count * kLanes;
+  for (int64_t n0 = 0; n0 < n_count; n0 += 2 * kLanes) {
+    const float* p0 = panels + (n0 / kLanes) * panel_floats;
+    const bool two = n0 + kLanes < n_count;
+    const float* p1 = two ? p0 + panel_floats : p0;
     for (int64_t m = 0; m < m_count; m += 4) {
       const int64_t rows = std::min<int64_t>(4, m_count - m);
       // Rows past the end repeat the last one (their sums are dropped).
@@ -76,26 +99,30 @@ KILN_VECTOR_CLONES void gemm_panels(const float* a, int64_t lda, int64_t m_count
       const float* a1 = a + (m + std::min<int64_t>(1, rows - 1)) * lda;
       const float* a2 = a + (m + std::min<int64_t>(2, rows - 1)) * lda;
       const float* a3 = a + (m + std::min<int64_t>(3, rows - 1)) * lda;
-      Floats s0{}, s1{}, s2{}, s3{};
-      for (int64_t k = 0; k < k_count; ++k) {
-        const Floats b = load(panel + k * kLanes);
-        s0 += a0[k] * b;
-        s1 += a1[k] * b;
-        s2 += a2[k] * b;
-        s3 += a3[k] * b;
-      }
-      const Floats sums[4] = {s0, s1, s2, s3};
-      for (int64_t r = 0; r < rows; ++r) {
-        Floats v = sums[r] + col_bias;
-        if (e.row_bias != nullptr) v += e.row_bias[m + r];
-        v = post_process(v, e);
-        float* out = c + (m + r) * ldc + n0;
-        if (width == kLanes) {
-          store(out, v);
-        } else {
-          store(padded, v);
-          std::memcpy(out, padded, sizeof(float) * width);
+      Floats s0{}, s1{}, s2{}, s3{}, t0{}, t1{}, t2{}, t3{};
+      if (two) {
+        for (int64_t k = 0; k < k_count; ++k) {
+          const Floats b = load(p0 + k * kLanes), d = load(p1 + k * kLanes);
+          const float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
+          s0 += x0 * b, t0 += x0 * d;
+          s1 += x1 * b, t1 += x1 * d;
+          s2 += x2 * b, t2 += x2 * d;
+          s3 += x3 * b, t3 += x3 * d;
         }
+      } else {
+        for (int64_t k = 0; k < k_count; ++k) {
+          const Floats b = load(p0 + k * kLanes);
+          s0 += a0[k] * b;
+          s1 += a1[k] * b;
+          s2 += a2[k] * b;
+          s3 += a3[k] * b;
+        }
+      }
+      const Floats first[4] = {s0, s1, s2, s3};
+      write_sums(first, rows, m, n0, n_count, c, ldc, e);
+      if (two) {
+        const Floats second[4] = {t0, t1, t2, t3};
+        write_sums(second, rows, m, n0 + kLanes, n_count, c, ldc, e);
       }
     }
   }
@@ -378,24 +405,37 @@ class SmallConvOp final : public SmallOp {
 
  private:
   // panels_[start(p) + tap * tap_stride] = the input under tap `tap` of output pixel p (0 in
-  // padding): panels of pixels ([p / 16][tap][p % 16]) or rows of them ([p][tap]).
+  // padding): panels of pixels ([p / 16][tap][p % 16]) or rows of them ([p][tap]). Per pixel,
+  // the kernel positions inside the image are found once; each kernel row then copies them.
   template <typename Start>
   void gather(const float* image, Start start, int64_t tap_stride) {
     const int64_t pixels = out_h_ * out_w_;
     for (int64_t p = 0; p < pixels; ++p) {
       const int64_t oh = p / out_w_, ow = p % out_w_;
+      const int64_t iw0 = ow * stride_w_ - pad_w_;
+      // Kernel columns [lo, hi) read inside the row: 0 <= iw0 + kw * dilation < in_w.
+      const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + dilation_w_ - 1) / dilation_w_;
+      const int64_t hi = iw0 >= in_w_ ? 0
+                                      : std::min(kernel_w_, (in_w_ - iw0 + dilation_w_ - 1) /
+                                                                dilation_w_);
       float* column = panels_.data() + start(p);
-      int64_t tap = 0;
       for (int64_t c = 0; c < channels_; ++c) {
         const float* plane = image + c * in_h_ * in_w_;
         for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+          float* to = column + ((c * kernel_h_ + kh) * kernel_w_) * tap_stride;
           const int64_t ih = oh * stride_h_ - pad_h_ + kh * dilation_h_;
-          const bool row_inside = ih >= 0 && ih < in_h_;
-          for (int64_t kw = 0; kw < kernel_w_; ++kw, ++tap) {
-            const int64_t iw = ow * stride_w_ - pad_w_ + kw * dilation_w_;
-            column[tap * tap_stride] =
-                row_inside && iw >= 0 && iw < in_w_ ? plane[ih * in_w_ + iw] : 0.0f;
+          if (ih < 0 || ih >= in_h_ || lo >= hi) {
+            for (int64_t kw = 0; kw < kernel_w_; ++kw) to[kw * tap_stride] = 0.0f;
+            continue;
           }
+          const float* row = plane + ih * in_w_ + iw0;
+          for (int64_t kw = 0; kw < lo; ++kw) to[kw * tap_stride] = 0.0f;
+          if (tap_stride == 1 && dilation_w_ == 1) {
+            std::memcpy(to + lo, row + lo, sizeof(float) * static_cast<size_t>(hi - lo));
+          } else {
+            for (int64_t kw = lo; kw < hi; ++kw) to[kw * tap_stride] = row[kw * dilation_w_];
+          }
+          for (int64_t kw = hi; kw < kernel_w_; ++kw) to[kw * tap_stride] = 0.0f;
         }
       }
     }
