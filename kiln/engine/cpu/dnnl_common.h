@@ -236,6 +236,12 @@ Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
 /// times `scale`. `small_gemm`: C [M, N] (row stride ldc) = A [M, K] (row stride lda) x B, plus
 /// `col_bias` [N] when not null.
 size_t panel_floats(int64_t k, int64_t n);
+/// `count` floats made by `fill` from constant input `input` of `desc` (checked first when the
+/// desc asks): in the shared store under `layout` (kiln's own packings) when there is one,
+/// else in `own`. Errors: those of the check and of the store.
+Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::string& layout,
+                                 size_t count, const std::function<void(float*)>& fill,
+                                 std::vector<float>& own);
 void pack_panels(const float* b, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
                  float scale, float* to);
 void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,

@@ -243,28 +243,11 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
   if (small) {
     const float* w = input_constant(desc, kW)->data_ptr<float>();
     // W [D * 4H, I] read as B [I, D * 4H].
-    auto pack = [&](float* to) { pack_panels(w, 1, I, I, D * width, 1.0f, to); };
-    const size_t floats = panel_floats(I, D * width);
-    if (desc.packed != nullptr) {
-      const uint64_t hash = kW < desc.constant_hashes.size() && desc.constant_hashes[kW] != 0
-                                ? desc.constant_hashes[kW]
-                                : hash_source(w, static_cast<size_t>(D * width * I) * sizeof(float));
-      KILN_ASSIGN_OR_RETURN(const uint8_t* bytes,
-                            desc.packed->get(PackKey{hash, "kiln lstm W^T panels16 f32"},
-                                             floats * sizeof(float), [&](uint8_t* to) {
-                                               if (desc.verify_constant) {
-                                                 KILN_RETURN_IF_ERROR(desc.verify_constant(kW));
-                                               }
-                                               pack(reinterpret_cast<float*>(to));
-                                               return Status();
-                                             }));
-      op->panels_ = reinterpret_cast<const float*>(bytes);
-    } else {
-      if (desc.verify_constant) KILN_RETURN_IF_ERROR(desc.verify_constant(kW));
-      op->own_panels_.resize(floats);
-      pack(op->own_panels_.data());
-      op->panels_ = op->own_panels_.data();
-    }
+    KILN_ASSIGN_OR_RETURN(
+        op->panels_,
+        pack_floats(
+            desc, kW, "kiln lstm W^T panels16 f32", panel_floats(I, D * width),
+            [&](float* to) { pack_panels(w, 1, I, I, D * width, 1.0f, to); }, op->own_panels_));
   } else {
     auto matmul_desc = has_bias ? dnnl::matmul::desc(x_md, w_any, b_md, xw_md)
                                 : dnnl::matmul::desc(x_md, w_any, xw_md);
@@ -299,27 +282,9 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
       }
     }
   };
-  const size_t rt_floats = static_cast<size_t>(D * H * width);
-  if (desc.packed != nullptr) {
-    const uint64_t hash = kR < desc.constant_hashes.size() && desc.constant_hashes[kR] != 0
-                              ? desc.constant_hashes[kR]
-                              : hash_source(r, rt_floats * sizeof(float));
-    KILN_ASSIGN_OR_RETURN(const uint8_t* bytes,
-                          desc.packed->get(PackKey{hash, "kiln lstm R^T [D, H, 4H] f32"},
-                                           rt_floats * sizeof(float), [&](uint8_t* to) {
-                                             if (desc.verify_constant) {
-                                               KILN_RETURN_IF_ERROR(desc.verify_constant(kR));
-                                             }
-                                             transpose_r(reinterpret_cast<float*>(to));
-                                             return Status();
-                                           }));
-    op->rt_ = reinterpret_cast<const float*>(bytes);
-  } else {
-    if (desc.verify_constant) KILN_RETURN_IF_ERROR(desc.verify_constant(kR));
-    op->rt_owned_.resize(rt_floats);
-    transpose_r(op->rt_owned_.data());
-    op->rt_ = op->rt_owned_.data();
-  }
+  KILN_ASSIGN_OR_RETURN(op->rt_, pack_floats(desc, kR, "kiln lstm R^T [D, H, 4H] f32",
+                                             static_cast<size_t>(D * H * width), transpose_r,
+                                             op->rt_owned_));
   for (size_t s = 0; s < 2; ++s) {
     const size_t index = kInitialH + s;
     if (!input_present(desc, index)) continue;

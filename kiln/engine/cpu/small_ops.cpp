@@ -143,37 +143,6 @@ bool all_float(const OpDesc& desc) {
   return true;
 }
 
-// `count` floats made by `fill` from constant input `input` (checked first when the desc asks),
-// in the shared store under `layout` when there is one, else in `own`.
-Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::string& layout,
-                                 size_t count, const std::function<void(float*)>& fill,
-                                 std::vector<float>& own) {
-  auto packing = [&](uint8_t* data) -> Status {
-    if (desc.verify_constant) {
-      Status verified = desc.verify_constant(input);
-      if (!verified.ok()) return verified.with_context("create op '" + desc.op + "'");
-    }
-    fill(reinterpret_cast<float*>(data));
-    return Status();
-  };
-  if (desc.packed == nullptr) {
-    own.assign(count, 0.0f);
-    KILN_RETURN_IF_ERROR(packing(reinterpret_cast<uint8_t*>(own.data())));
-    return own.data();
-  }
-  PackKey key;
-  uint64_t known = input < desc.constant_hashes.size() ? desc.constant_hashes[input] : 0;
-  const runtime::Tensor& t = *desc.constants[input];
-  key.source_hash = known != 0 ? known : hash_source(t.data(), t.nbytes());
-  key.layouts = (known != 0 ? "c" : "b") + layout;
-  KILN_ASSIGN_OR_RETURN(const uint8_t* bytes,
-                        desc.packed->get(key, count * sizeof(float), [&](uint8_t* data) {
-                          std::memset(data, 0, count * sizeof(float));
-                          return packing(data);
-                        }));
-  return reinterpret_cast<const float*>(bytes);
-}
-
 // The bias of N values from constant input `index` of `desc` (numel N, or 1: broadcast), times
 // `scale`; empty when absent.
 Result<std::vector<float>> column_bias(const OpDesc& desc, size_t index, int64_t n, float scale) {
@@ -451,6 +420,35 @@ class SmallConvOp final : public SmallOp {
 };
 
 }  // namespace
+
+Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::string& layout,
+                                 size_t count, const std::function<void(float*)>& fill,
+                                 std::vector<float>& own) {
+  auto packing = [&](uint8_t* data) -> Status {
+    if (desc.verify_constant) {
+      Status verified = desc.verify_constant(input);
+      if (!verified.ok()) return verified.with_context("create op '" + desc.op + "'");
+    }
+    fill(reinterpret_cast<float*>(data));
+    return Status();
+  };
+  if (desc.packed == nullptr) {
+    own.assign(count, 0.0f);
+    KILN_RETURN_IF_ERROR(packing(reinterpret_cast<uint8_t*>(own.data())));
+    return own.data();
+  }
+  PackKey key;
+  uint64_t known = input < desc.constant_hashes.size() ? desc.constant_hashes[input] : 0;
+  const runtime::Tensor& t = *desc.constants[input];
+  key.source_hash = known != 0 ? known : hash_source(t.data(), t.nbytes());
+  key.layouts = (known != 0 ? "c" : "b") + layout;
+  KILN_ASSIGN_OR_RETURN(const uint8_t* bytes,
+                        desc.packed->get(key, count * sizeof(float), [&](uint8_t* data) {
+                          std::memset(data, 0, count * sizeof(float));
+                          return packing(data);
+                        }));
+  return reinterpret_cast<const float*>(bytes);
+}
 
 size_t panel_floats(int64_t k, int64_t n) {
   return static_cast<size_t>((n + kLanes - 1) / kLanes * k * kLanes);
