@@ -220,6 +220,46 @@ TEST(LazyBinding, ACorruptPayloadFoundWhileBuildingIsAMissAndIsRebuilt) {
   EXPECT_EQ((*again)->load_report().cache, "hit");
 }
 
+// The same with a payload of over 4 MB, which is hashed on a thread of its own while the
+// function builds (smaller ones are hashed inline first).
+TEST(LazyBinding, ACorruptLargePayloadFoundOnTheCheckingThreadIsAMiss) {
+  ModelBuilder b(7);
+  int x = b.input("x", {2, 1024});
+  int w = b.weight("w", {1024, 1100});
+  int y = b.value("y", {2, 1100});
+  b.node("MatMul", {x, w}, {y});
+  b.output(y);
+  ir::Model model = b.build();
+  TempDir dir("corrupt_large_payload");
+  cache::ModelCache cache(dir.path.string());
+  ASSERT_TRUE(ModelLoader::load(model, cpu_only(), &cache).ok());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok() && entries->size() == 1u);
+  ASSERT_GT(entries->front().size_bytes, uint64_t{4} << 20);
+  {
+    std::fstream file(entries->front().path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(entries->front().size_bytes - 5));
+    char byte = 0;
+    file.get(byte);
+    file.seekp(static_cast<std::streamoff>(entries->front().size_bytes - 5));
+    file.put(static_cast<char>(byte ^ 0x10));
+  }
+  compile::CompileOptions compile;
+  compile.build_on_hit = {"main"};
+  cache::ModelCache reader(dir.path.string());
+  auto loaded = ModelLoader::load(model, cpu_only(), &reader, compile);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->load_report().cache, "miss");
+  EXPECT_EQ((*loaded)->load_report().adopted_constants, 0u);
+  EXPECT_EQ(reader.stats().corrupt_entries, 1u);
+  auto warnings = reader.warnings();
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_THAT(warnings.front(), HasSubstr("payload checksum mismatch"));
+  auto again = ModelLoader::load(model, cpu_only(), &reader, compile);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->load_report().cache, "hit");
+}
+
 TEST(LazyBinding, ShapesOutsideTheArtifactAreBuiltAtBind) {
   ir::Model model = enumerated_model();
   TempDir dir("outside");
