@@ -176,6 +176,17 @@ TEST(LazyBinding, BuildOnHitBuildsThoseFunctionsDuringTheLoad) {
   EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // every weight came from the entry
 }
 
+// Flips a byte in the packed weights near the end of `entry`'s file: every field but the
+// payload checksum still reads.
+void flip_payload_byte(const cache::CacheEntryInfo& entry) {
+  std::fstream file(entry.path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(entry.size_bytes - 5));
+  char byte = 0;
+  file.get(byte);
+  file.seekp(static_cast<std::streamoff>(entry.size_bytes - 5));
+  file.put(static_cast<char>(byte ^ 0x10));
+}
+
 // A payload that fails its checksum while `build_on_hit` builds: nothing built from it is
 // kept; the entry is removed and the load is a miss that rebuilds and stores it.
 TEST(LazyBinding, ACorruptPayloadFoundWhileBuildingIsAMissAndIsRebuilt) {
@@ -186,15 +197,7 @@ TEST(LazyBinding, ACorruptPayloadFoundWhileBuildingIsAMissAndIsRebuilt) {
   cache::ModelCache cache(dir.path.string());
   auto entries = cache.list();
   ASSERT_TRUE(entries.ok() && entries->size() == 1u);
-  {
-    // A flipped byte in the packed weights: every field but the payload checksum still reads.
-    std::fstream file(entries->front().path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(static_cast<std::streamoff>(entries->front().size_bytes - 5));
-    char byte = 0;
-    file.get(byte);
-    file.seekp(static_cast<std::streamoff>(entries->front().size_bytes - 5));
-    file.put(static_cast<char>(byte ^ 0x10));
-  }
+  flip_payload_byte(entries->front());
   compile::CompileOptions compile;
   compile.build_on_hit = {"f1"};
   auto loaded = ModelLoader::load(model, cpu_only(), &cache, compile);
@@ -236,14 +239,7 @@ TEST(LazyBinding, ACorruptLargePayloadFoundOnTheCheckingThreadIsAMiss) {
   auto entries = cache.list();
   ASSERT_TRUE(entries.ok() && entries->size() == 1u);
   ASSERT_GT(entries->front().size_bytes, uint64_t{4} << 20);
-  {
-    std::fstream file(entries->front().path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(static_cast<std::streamoff>(entries->front().size_bytes - 5));
-    char byte = 0;
-    file.get(byte);
-    file.seekp(static_cast<std::streamoff>(entries->front().size_bytes - 5));
-    file.put(static_cast<char>(byte ^ 0x10));
-  }
+  flip_payload_byte(entries->front());
   compile::CompileOptions compile;
   compile.build_on_hit = {"main"};
   cache::ModelCache reader(dir.path.string());
