@@ -188,18 +188,29 @@ class Builder {
     return true;
   }
 
-  // Learns output shapes the model left symbolic by running the reference kernel once on
-  // zeros, when the node's output shape cannot depend on the values of its non-constant inputs.
+  // Learns output shapes the model left symbolic (by a rule, or by running the reference
+  // kernel once on zeros) and checks declared ones by the rule, when the node's output shape
+  // cannot depend on the values of its non-constant inputs.
   void probe_shapes(const ir::Node& node) {
     bool unresolved = false;
     for (int output : node.outputs) unresolved |= output >= 0 && !slot(output).sizes;
     auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
     auto dtype_of = [&](int v) { return slot(v).dtype; };
-    if (!unresolved || !shape_is_data_independent(node, is_constant, dtype_of)) return;
+    if (!shape_is_data_independent(node, is_constant, dtype_of)) return;
     // The common ops' shapes follow from their inputs' by a rule: no kernel run needed.
     std::vector<std::optional<std::vector<int64_t>>> input_sizes;
     for (int input : node.inputs) {
       input_sizes.push_back(input >= 0 ? slot(input).sizes : std::nullopt);
+    }
+    if (!unresolved) {
+      // A shape the model declares (an output's annotation) can hold only for some inputs,
+      // as a detector's [batch, 1, height, width] for heights that are multiples of 32: the
+      // rule's shape, from the inputs' actual ones, is what the kernel will produce.
+      auto shapes = rule_shapes(node, input_sizes);
+      for (size_t i = 0; shapes && i < node.outputs.size() && i < shapes->size(); ++i) {
+        if (node.outputs[i] >= 0) slot(node.outputs[i]).sizes = (*shapes)[i];
+      }
+      return;
     }
     // Constant inputs the rules read (Reshape's shape, Resize's sizes, ...), checked first.
     ConstantInput constant = [&](size_t index) -> const Tensor* {

@@ -290,6 +290,22 @@ TEST(Specialize, ConstantSubgraphsAreFoldedAndShapesProbed) {
   EXPECT_EQ(*f->output_sizes(0), (std::vector<int64_t>{2, 6}));
 }
 
+TEST(Specialize, ShapesTheModelDeclaresWronglyFollowTheInputs) {
+  // A detector's output is declared [1, 1, h, w], true only for some inputs: here Concat
+  // doubles the width, and the declared width holds for no input.
+  ModelBuilder b(9);
+  ir::Dim h = ir::Dim::symbol("h"), w = ir::Dim::symbol("w");
+  int x = b.input("x", {1, 1, h, w});
+  int wide = b.value("wide", {1, 1, h, w});
+  int y = b.value("y", {1, 1, h, w});
+  b.node("Concat", {x, x}, {wide}, {int_attr("axis", 3)});
+  b.node("Sigmoid", {wide}, {y});
+  b.output(y);
+  auto f = check_against_reference(b.build(), {{1, 1, 2, 3}}, true);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(*f->output_sizes(0), (std::vector<int64_t>{1, 1, 2, 6}));
+}
+
 TEST(Specialize, DataDependentShapesRunOnTheReferencePath) {
   ModelBuilder b(8);
   int x = b.input("x", {6});
