@@ -13,6 +13,7 @@
 #include <kiln/engine/cpu/dnnl_staged.h>
 #include <kiln/kernels/image_ops.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -369,21 +370,45 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
                  "input plane " + std::to_string(x[2]) + "x" + std::to_string(x[3]) +
                      " is too large to prove the index mapping (expected < 2^24 elements)");
   }
-  const memory::desc x_plain = plain_md(x);
-  const memory::desc y_plain = plain_md(plan->sizes);
-  memory::desc x_md = x_plain;
-  memory::desc y_md = y_plain;
-  if (auto format = hinted_format(desc, x_plain.dims())) {
-    x_md = memory::desc(x_plain.dims(), memory::data_type::f32, *format);
-    y_md = memory::desc(y_plain.dims(), memory::data_type::f32, *format);
+  // The producer's layout, when adopted, for this op and for its proof's.
+  const std::optional<memory::format_tag> format = hinted_format(desc, plain_md(x).dims());
+  auto make = [&](const OpDesc& made, const std::vector<int64_t>& out) {
+    const memory::desc x_plain = plain_md(made.inputs[0].sizes);
+    const memory::desc y_plain = plain_md(out);
+    memory::desc x_md = x_plain;
+    memory::desc y_md = y_plain;
+    if (format) {
+      x_md = memory::desc(x_plain.dims(), memory::data_type::f32, *format);
+      y_md = memory::desc(y_plain.dims(), memory::data_type::f32, *format);
+    }
+    const auto alg = spec.options.mode == kernels::ResizeMode::Nearest
+                         ? dnnl::algorithm::resampling_nearest
+                         : dnnl::algorithm::resampling_linear;
+    dnnl::resampling_forward::desc resampling_desc(dnnl::prop_kind::forward_inference, alg, x_md,
+                                                   y_md);
+    dnnl::resampling_forward::primitive_desc pd(resampling_desc, base_attr(), cpu_engine());
+    return std::make_unique<ResampleOp>(made, pd, out, x_plain, y_plain);
+  };
+  auto op = make(desc, plan->sizes);
+  // The proof touches every plane of the source and result, whose fresh pages can cost more
+  // than the proof (a detector's 256-channel Resize: megabytes). The index mapping does not
+  // depend on the planes, so a Resize of more than one block of channels is proved on one
+  // image of one block, when oneDNN runs that on the same implementation.
+  constexpr int64_t kProofChannels = 16;
+  if (x[0] * x[1] > kProofChannels) {
+    std::vector<int64_t> small_x = {1, std::min(x[1], kProofChannels), x[2], x[3]};
+    kernels::ResizePlan small_plan = *plan;
+    small_plan.sizes[0] = small_x[0];
+    small_plan.sizes[1] = small_x[1];
+    OpDesc small_desc = desc;
+    small_desc.inputs[0].sizes = small_x;
+    auto proof_op = make(small_desc, small_plan.sizes);
+    if (proof_op->describe() == op->describe()) {
+      KILN_RETURN_IF_ERROR(
+          prove_against_reference(small_desc, *proof_op, small_plan, spec.options));
+      return std::unique_ptr<CpuOp>(std::move(op));
+    }
   }
-  const auto alg = spec.options.mode == kernels::ResizeMode::Nearest
-                       ? dnnl::algorithm::resampling_nearest
-                       : dnnl::algorithm::resampling_linear;
-  dnnl::resampling_forward::desc resampling_desc(dnnl::prop_kind::forward_inference, alg, x_md,
-                                                 y_md);
-  dnnl::resampling_forward::primitive_desc pd(resampling_desc, base_attr(), cpu_engine());
-  auto op = std::make_unique<ResampleOp>(desc, pd, plan->sizes, x_plain, y_plain);
   KILN_RETURN_IF_ERROR(prove_against_reference(desc, *op, *plan, spec.options));
   return std::unique_ptr<CpuOp>(std::move(op));
 }
