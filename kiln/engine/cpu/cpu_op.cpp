@@ -70,7 +70,8 @@ Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
   const OpDesc& used = capped ? *capped : desc;
   dnnl_impl::ThreadScope threads(used.num_threads);
   try {
-    if (desc.small_ops_own_loops && (desc.op == "Conv" || desc.op == "MatMul" || desc.op == "Gemm")) {
+    const bool own_loops_op = desc.op == "Conv" || desc.op == "MatMul" || desc.op == "Gemm";
+    if (desc.small_ops_own_loops && own_loops_op) {
       auto small = desc.op == "Conv" ? dnnl_impl::create_small_conv(used)
                                      : dnnl_impl::create_small_matmul(used);
       if (small.ok() || small.error() != Error::NotSupported) return small;
