@@ -138,6 +138,36 @@ TEST(RuleShapes, ReshapeSqueezeUnsqueezeSplitAndResizeReadConstantInputs) {
   EXPECT_FALSE(rule_shapes(resize, Inputs{Sizes{1, 3, 10, 20}, std::nullopt, Sizes{4}}));
 }
 
+// LSTM, GRU and RNN: from X, W and the attributes (probing them runs the recurrence).
+TEST(RuleShapes, RecurrentOpsFollowXWAndTheirAttributes) {
+  ir::Attribute both{"direction", std::string("bidirectional")};
+  ir::Attribute hidden{"hidden_size", int64_t{8}};
+  auto lstm = rule_shapes(node("LSTM", 4, 3, {both, hidden}),
+                          Inputs{Sizes{5, 2, 4}, Sizes{2, 32, 4}, Sizes{2, 32, 8}, Sizes{2, 64}});
+  ASSERT_TRUE(lstm);
+  EXPECT_EQ(*lstm, (std::vector<Sizes>{{5, 2, 2, 8}, {2, 2, 8}, {2, 2, 8}}));
+  // Batch first, hidden size from W, no bias.
+  ir::Attribute batch_first{"layout", int64_t{1}};
+  auto gru = rule_shapes(node("GRU", 3, 2, {batch_first}),
+                         Inputs{Sizes{2, 5, 4}, Sizes{1, 24, 4}, Sizes{1, 24, 8}});
+  ASSERT_TRUE(gru);
+  EXPECT_EQ(*gru, (std::vector<Sizes>{{2, 5, 1, 8}, {2, 1, 8}}));
+  ir::Node rnn = node("RNN", 4, 1);
+  rnn.inputs[3] = -1;  // B absent
+  EXPECT_EQ(first(rule_shapes(rnn, Inputs{Sizes{3, 1, 6}, Sizes{1, 7, 6}, Sizes{1, 7, 7},
+                                          std::nullopt})),
+            (Sizes{3, 1, 1, 7}));
+  // What the kernel must report: W's input size, hidden size or directions that do not fit,
+  // a fourth output, a W of unknown shape.
+  EXPECT_FALSE(rule_shapes(node("LSTM", 3), Inputs{Sizes{5, 2, 4}, Sizes{1, 32, 3}, Sizes{}}));
+  EXPECT_FALSE(rule_shapes(node("LSTM", 3, 1, {hidden}),
+                           Inputs{Sizes{5, 2, 4}, Sizes{1, 24, 4}, Sizes{1, 24, 6}}));
+  EXPECT_FALSE(rule_shapes(node("GRU", 3, 1, {both}),
+                           Inputs{Sizes{5, 2, 4}, Sizes{1, 24, 4}, Sizes{1, 24, 8}}));
+  EXPECT_FALSE(rule_shapes(node("LSTM", 3, 4), Inputs{Sizes{5, 2, 4}, Sizes{1, 32, 4}, Sizes{}}));
+  EXPECT_FALSE(rule_shapes(node("RNN", 3), Inputs{Sizes{5, 2, 4}, std::nullopt, Sizes{}}));
+}
+
 TEST(RuleShapes, NoRuleWhenTheKernelMustDecide) {
   // Unknown ops, unknown input shapes, shapes the op rejects, extra outputs, a bad perm.
   EXPECT_FALSE(rule_shapes(node("Reshape", 2), Inputs{Sizes{2, 3}, Sizes{1}}));
