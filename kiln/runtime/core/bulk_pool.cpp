@@ -9,6 +9,8 @@ namespace {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+constexpr size_t kHugePage = size_t{2} << 20;  // allocate_bulk's huge pages: few faults
+
 }  // namespace
 
 Result<uint8_t*> BulkPool::allocate(size_t size) {
@@ -23,6 +25,7 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     Chunk& chunk = chunks_.back();
     uint8_t* data = chunk.memory.get() + chunk.used;
     chunk.used += rounded;
+    if (chunk.size < kHugePage) prefault_for_write(data, size);
     return data;
   }
   // Each chunk as large as all before it (at least the first size, at most kChunkBytes).
@@ -38,6 +41,7 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     chunks_.push_back(std::move(made));
   }
   reserved_ += chunk_size;
+  if (chunk_size < kHugePage) prefault_for_write(data, size);
   return data;
 }
 

@@ -40,6 +40,24 @@ TEST(BulkPool, AllocationsAreAlignedDisjointAndKeepTheirBytes) {
   EXPECT_LT(pool.reserved_bytes(), 12 * BulkPool::kChunkBytes);
 }
 
+// Chunks under a huge page are prefaulted as they are carved, over whole pages that may hold
+// the previous allocation's last bytes: written bytes stay as they were.
+TEST(BulkPool, PrefaultingForWriteKeepsWrittenBytes) {
+  auto buffer = allocate_bulk(size_t{1} << 20);
+  ASSERT_TRUE(buffer.ok());
+  uint8_t* data = buffer->get();
+  for (size_t i = 0; i < 300000; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  prefault_for_write(data + 299999, 5000);  // from inside a written page
+  prefault_for_write(data, size_t{1} << 20);
+  prefault_for_write(nullptr, 100);
+  prefault_for_write(data, 0);
+  for (size_t i = 0; i < 300000; ++i) {
+    ASSERT_EQ(data[i], static_cast<uint8_t>(i * 7 + 1)) << "byte " << i;
+  }
+  std::memset(data + 300000, 0x5a, (size_t{1} << 20) - 300000);
+  EXPECT_EQ(data[(size_t{1} << 20) - 1], 0x5a);
+}
+
 TEST(BulkPool, ALargeRequestKeepsTheOpenChunkForLaterSmallOnes) {
   BulkPool pool;
   const size_t first_size = BulkPool::kChunkBytes / 2 + 64;
