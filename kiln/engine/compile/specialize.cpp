@@ -192,8 +192,16 @@ class Builder {
   // kernel once on zeros) and checks declared ones by the rule, when the node's output shape
   // cannot depend on the values of its non-constant inputs.
   void probe_shapes(const ir::Node& node) {
-    bool unresolved = false;
-    for (int output : node.outputs) unresolved |= output >= 0 && !slot(output).sizes;
+    bool unresolved = false, declared_symbolic = false;
+    for (int output : node.outputs) {
+      if (output < 0) continue;
+      unresolved |= !slot(output).sizes;
+      for (const ir::Dim& dim : graph_.values[static_cast<size_t>(output)].type.shape) {
+        declared_symbolic |= !dim.is_static();
+      }
+    }
+    // A static declared shape passed ONNX's strict shape inference when the model was imported.
+    if (!unresolved && !declared_symbolic) return;
     auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
     auto dtype_of = [&](int v) { return slot(v).dtype; };
     if (!shape_is_data_independent(node, is_constant, dtype_of)) return;
@@ -203,7 +211,7 @@ class Builder {
       input_sizes.push_back(input >= 0 ? slot(input).sizes : std::nullopt);
     }
     if (!unresolved) {
-      // A shape the model declares (an output's annotation) can hold only for some inputs,
+      // A symbolic shape the model declares (an output's annotation) can hold only for some inputs,
       // as a detector's [batch, 1, height, width] for heights that are multiples of 32: the
       // rule's shape, from the inputs' actual ones, is what the kernel will produce.
       auto shapes = rule_shapes(node, input_sizes);
