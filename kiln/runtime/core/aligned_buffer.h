@@ -38,6 +38,9 @@ inline Result<AlignedBuffer> allocate_aligned(size_t size, size_t alignment = 64
   return AlignedBuffer(static_cast<uint8_t*>(p));
 }
 
+/// The size from which `allocate_bulk` advises transparent huge pages (and rounds up to).
+inline constexpr size_t kBulkHugePageBytes = size_t{2} << 20;
+
 /// Maps the pages of [data, data + size) for writing in one system call (Linux 5.14+
 /// MADV_POPULATE_WRITE), for bytes about to be written: that costs less than the page fault of
 /// each page's first write (about 8 against 13 us a page on a virtual machine). Advice only:
@@ -61,11 +64,10 @@ inline void prefault_for_write(void* data, size_t size) {
 /// transparent huge pages where the system has them (Linux `madvise`), which cuts page faults
 /// 512-fold when the bytes are first written. Errors: as `allocate_aligned`.
 inline Result<AlignedBuffer> allocate_bulk(size_t size) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  if (size < kHugePage) return allocate_aligned(size);
-  size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
+  if (size < kBulkHugePageBytes) return allocate_aligned(size);
+  size_t rounded = (size + kBulkHugePageBytes - 1) / kBulkHugePageBytes * kBulkHugePageBytes;
   if (rounded < size) return allocate_aligned(size);  // overflow: let it report the size
-  KILN_ASSIGN_OR_RETURN(AlignedBuffer buffer, allocate_aligned(rounded, kHugePage));
+  KILN_ASSIGN_OR_RETURN(AlignedBuffer buffer, allocate_aligned(rounded, kBulkHugePageBytes));
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   madvise(buffer.get(), rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
 #endif

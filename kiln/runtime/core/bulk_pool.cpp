@@ -9,8 +9,6 @@ namespace {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-constexpr size_t kHugePage = size_t{2} << 20;  // allocate_bulk's huge pages: few faults
-
 }  // namespace
 
 Result<uint8_t*> BulkPool::allocate(size_t size) {
@@ -25,12 +23,12 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     Chunk& chunk = chunks_.back();
     uint8_t* data = chunk.memory.get() + chunk.used;
     chunk.used += rounded;
-    if (chunk.size < kHugePage) prefault_for_write(data, size);
+    if (chunk.size < kBulkHugePageBytes) prefault_for_write(data, size);
     return data;
   }
   // Each chunk as large as all before it (at least the first size, at most kChunkBytes).
   const size_t next = std::min(kChunkBytes, std::max(kFirstChunkBytes, reserved_));
-  const size_t chunk_size = rounded <= next ? next : round_up(rounded, size_t{2} << 20);
+  const size_t chunk_size = rounded <= next ? next : round_up(rounded, kBulkHugePageBytes);
   KILN_ASSIGN_OR_RETURN(AlignedBuffer memory, allocate_bulk(chunk_size));
   uint8_t* data = memory.get();
   // A chunk made for one large request goes before the open one, which keeps its tail.
@@ -41,7 +39,7 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     chunks_.push_back(std::move(made));
   }
   reserved_ += chunk_size;
-  if (chunk_size < kHugePage) prefault_for_write(data, size);
+  if (chunk_size < kBulkHugePageBytes) prefault_for_write(data, size);
   return data;
 }
 
