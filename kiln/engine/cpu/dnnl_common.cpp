@@ -1,4 +1,5 @@
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/winograd_weights.h>
 
 #include <omp.h>
 
@@ -268,6 +269,15 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
     if (desc.verify_constant) {
       Status verified = desc.verify_constant(input);
       if (!verified.ok()) return verified.with_context("create op '" + desc.op + "'");
+    }
+    // oneDNN's reorder into its Winograd layouts transforms a kernel at a time (most of a
+    // ResNet's cold load); kiln's packing writes the same bytes 16 output channels at a time.
+    const dnnl::memory::dims dims = source_md.dims();
+    if (packs_winograd(target) && dims.size() == 4 && dims[2] == 3 && dims[3] == 3 &&
+        source_md == plain_md(runtime::Span<const int64_t>(dims.data(), dims.size()))) {
+      Status packed =
+          pack_winograd_weights(target, static_cast<const float*>(source), dims[0], dims[1], data);
+      return packed.ok() ? packed : error(desc, Error::Internal, packed.message());
     }
     try {
       dnnl::memory from = wrap(source_md, source);
