@@ -46,9 +46,9 @@ function distinct(values) {
 }
 
 /**
- * One row of the table from the records of one model and thread count: `cold` is the first
- * kiln bench process (its own fresh cache directory), `kiln` and `ort` the processes of the
- * rounds (kiln's warm loads).
+ * One row of the table from the records of one model and thread count: `cold` the kiln bench
+ * processes that each had a fresh cache directory of their own, `kiln` and `ort` the processes
+ * of the rounds (kiln's warm loads).
  */
 export function makeRow(job, threads, cold, kiln, ort) {
   return {
@@ -56,14 +56,14 @@ export function makeRow(job, threads, cold, kiln, ort) {
     threads,
     kiln: median(kiln.map((r) => r.latency_ms.median)),
     ort: median(ort.map((r) => r.latency_ms.median)),
-    cold: cold.load_ms,
+    cold: median(cold.map((r) => r.load_ms)),
     warm: median(kiln.map((r) => r.load_ms)),
     session: median(ort.map((r) => r.session_ms.median)),
     kilnFirst: median(kiln.map((r) => r.first_run_ms)),
     ortFirst: median(ort.map((r) => r.first_run_ms)),
-    cacheCold: cold.cache,
+    cacheCold: distinct(cold.map((r) => r.cache)),
     cacheWarm: distinct(kiln.map((r) => r.cache)),
-    threadsApplied: [cold, ...kiln].every((r) => r.threads_applied),
+    threadsApplied: [...cold, ...kiln].every((r) => r.threads_applied),
     runs: `${job.plan.kilnRuns}/${job.plan.ortRuns}`,
   };
 }
@@ -163,16 +163,17 @@ function description(args) {
 every op on its *reference kernel* (plain loops written for exactness, single-threaded, no
 SIMD, no fusion). kiln is expected to be far slower here: this is the baseline of the
 reference kernels, not a claim about the engine. \`--threads\` does not reach the portable
-kernels (rows marked \\*). There is no cache: "cold" is the first process, "warm" the later
-ones.`;
+kernels (rows marked \\*). There is no cache: "cold" is the median of the first process and one
+more per round, "warm" the processes of the rounds.`;
   }
   return `**What this measures.** kiln runs the programs exported with \`--backend kiln\`: each
 model as KilnBackend delegates compiled by the engine at load time (a model the engine cannot
 take falls back to the reference kernels; its rows are marked \\*). \`--threads N\` becomes
 \`KilnBackend.num_threads\`.
 
-- Cold load: the first \`kiln bench\` process of each model and thread count, given a fresh,
-  empty \`--option KilnBackend.cache_dir=DIR\`: \`load_ms\` includes specializing and storing.
+- Cold load: \`kiln bench\` processes each given a fresh, empty
+  \`--option KilnBackend.cache_dir=DIR\` of its own (one before the rounds, one more in each
+  round), median: \`load_ms\` includes specializing and storing.
 - Warm load: \`load_ms\` of the later processes (one per round, fresh processes, the same
   cache directory), which should find the specialization stored.
 - "cache cold / warm" is the \`cache\` field those processes reported (\`hit\`, \`miss\` or

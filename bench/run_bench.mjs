@@ -15,7 +15,8 @@
 // round (default 3), model and thread count, `kiln bench --json` (a warm load: the same cache
 // directory) and `bench_ort.mjs` run one after the other (the order alternates between rounds).
 // Each cell of the table is the median over the rounds of each process's median latency, load
-// time or ORT session creation time; the cold load is the cold process's `load_ms`; the
+// time or ORT session creation time; the cold load is the median `load_ms` of the cold
+// processes (the first, and one more per round, each with its own fresh cache directory); the
 // `cache` field is printed as kiln bench reported it. Prints the table and writes it, with the
 // command, date, machine and versions, to --results (default bench/RESULTS.md; '-' writes
 // nothing). Exits 1 when any model failed.
@@ -137,11 +138,9 @@ function prepareModel(name, entry, manifest, args) {
 
 // `kiln bench` of the job at `threads`: `--option KilnBackend.cache_dir` is the job's cache
 // directory for that thread count (backend kiln only).
-function kilnBench(job, threads, counts, args) {
+function kilnBench(job, threads, counts, args, cacheDir = job.cacheDirs.get(threads)) {
   const options = [];
-  if (job.cacheDirs.has(threads)) {
-    options.push('--option', `KilnBackend.cache_dir=${job.cacheDirs.get(threads)}`);
-  }
+  if (cacheDir) options.push('--option', `KilnBackend.cache_dir=${cacheDir}`);
   return runJson(args.kiln, ['bench', job.program, ...job.inputFlags, ...options,
                              '--threads', `${threads}`, '--warmup', `${counts.warmup}`,
                              '--runs', `${counts.runs}`, '--json'], 'kiln bench');
@@ -155,9 +154,9 @@ function ortBench(job, threads, plan) {
                  'bench_ort');
 }
 
-// The cold processes, one per thread count, each with a fresh and empty cache directory (the
-// first process to use it: its load specializes and stores), one timed run each. The rounds
-// then reuse each directory, so their loads are warm.
+// The first cold processes, one per thread count, each with a fresh and empty cache directory
+// (the first process to use it: its load specializes and stores), one timed run each. The
+// rounds then reuse each directory, so their loads are warm.
 function coldLoads(job, args) {
   const cold = new Map();
   for (const threads of args.threads) {
@@ -167,6 +166,18 @@ function coldLoads(job, args) {
     cold.set(threads, kilnBench(job, threads, { warmup: 0, runs: 1 }, args));
   }
   return cold;
+}
+
+// One more cold process for a round: its own fresh cache directory, removed afterwards, so
+// that the cold load is a median over the rounds like every other cell.
+function roundCold(job, threads, args) {
+  if (args.backend !== 'kiln') return kilnBench(job, threads, { warmup: 0, runs: 1 }, args);
+  const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-bench-${job.name}-`));
+  try {
+    return kilnBench(job, threads, { warmup: 0, runs: 1 }, args, dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // The first cold process and one short ORT process estimate the latencies (and ORT's session
@@ -228,7 +239,8 @@ function main() {
       for (const note of job.notes) log(`${name}: export ${note}`);
       job.cold = coldLoads(job, args);
       job.plan = calibrate(job, job.cold.get(args.threads[0]), args);
-      job.results = new Map(args.threads.map((t) => [t, { kiln: [], ort: [] }]));
+      job.results = new Map(args.threads.map((t) => [t, { kiln: [], ort: [],
+                                                          cold: [job.cold.get(t)] }]));
       const colds = args.threads.map((t) => `${t}: ${format(job.cold.get(t).load_ms)} ms ` +
                                              `(cache ${job.cold.get(t).cache})`);
       log(`${name}: exported (${args.backend}); cold load ${colds.join(', ')}; ` +
@@ -248,6 +260,7 @@ function main() {
         const cell = job.results.get(threads);
         const counts = { warmup: job.plan.kilnWarmup, runs: job.plan.kilnRuns };
         try {
+          cell.cold.push(roundCold(job, threads, args));
           const sides = [() => cell.kiln.push(kilnBench(job, threads, counts, args)),
                          () => cell.ort.push(ortBench(job, threads, job.plan))];
           if (round % 2) sides.reverse();
@@ -260,7 +273,8 @@ function main() {
         ortVersion = cell.ort.at(-1).onnxruntime;
         log(`round ${round + 1}/${args.rounds} ${job.name} threads ${threads}: kiln ` +
             `${format(cell.kiln.at(-1).latency_ms.median)} ms (load ` +
-            `${format(cell.kiln.at(-1).load_ms)} ms, cache ${cell.kiln.at(-1).cache}), ORT ` +
+            `${format(cell.kiln.at(-1).load_ms)} ms, cache ${cell.kiln.at(-1).cache}; cold ` +
+            `${format(cell.cold.at(-1).load_ms)} ms), ORT ` +
             `${format(cell.ort.at(-1).latency_ms.median)} ms`);
       }
     }
@@ -271,8 +285,8 @@ function main() {
   for (const job of jobs) {
     if (job.failed) continue;
     for (const threads of args.threads) {
-      const { kiln, ort } = job.results.get(threads);
-      rows.push(makeRow(job, threads, job.cold.get(threads), kiln, ort));
+      const { kiln, ort, cold } = job.results.get(threads);
+      rows.push(makeRow(job, threads, cold, kiln, ort));
     }
     for (const note of job.notes) notes.push(`- ${job.name}: export ${note}`);
   }
