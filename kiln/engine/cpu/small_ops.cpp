@@ -6,7 +6,9 @@
 // columns of it stored together, row after row (ceil(N / 16) panels of K x 16 floats, the
 // last one zero-padded). MatMul and Gemm pack their constant B into panels once; Conv gathers
 // its input windows into panels at each run (an im2col of at most kMaxPanelBytes) and takes its
-// weight, [O, C x KH x KW] in ONNX's own layout, as A.
+// weight, [O, C x KH x KW] in ONNX's own layout, as A. A MatMul of a few rows by a constant B
+// (a decoder's token) takes the same loops at any size: it streams B once from memory, which
+// the panels do at the memory's full rate, split by columns over the op's threads.
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/packed_constants.h>
@@ -26,15 +28,24 @@ using namespace vec;  // NOLINT: the vector helpers of every loop below
 // Bounds of "little work": multiply-adds per run, and the panels a Conv gathers per image.
 constexpr double kMaxMacs = 1 << 18;
 constexpr int64_t kMaxPanelBytes = int64_t{1} << 20;
+// A MatMul of at most kStreamingRows rows (a decoder's token) by a B of more than
+// kStreamingBytes (more than a core's L2 cache holds) is bound by reading B from memory, which
+// the panels do at the memory's full rate (GPT-large decode's 512 x 8192 head: 0.72 ms, against
+// 0.95 on oneDNN): it takes the loops at any size, on all its threads, with Gelu and a residual
+// too. Below that size, oneDNN's kernels are the faster ones for those post-ops.
+constexpr int64_t kStreamingRows = 4;
+constexpr double kStreamingBytes = 1 << 20;
 
 struct Epilogue {
   const float* row_bias = nullptr;  // [M], or null
   const float* col_bias = nullptr;  // [N], or null
-  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh only
+  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu; AddResidual for MatMul
   size_t num_ops = 0;
+  const float* residual = nullptr;  // [M, N] (row stride ldc), for AddResidual
 };
 
-[[gnu::always_inline]] inline Floats post_process(Floats v, const Epilogue& e) {
+// `residual`: the residual's values at the vector's place (AddResidual only).
+[[gnu::always_inline]] inline Floats post_process(Floats v, const Epilogue& e, Floats residual) {
   for (size_t i = 0; i < e.num_ops; ++i) {
     const PostOp& op = e.ops[i];
     switch (op.kind) {
@@ -51,8 +62,16 @@ struct Epilogue {
       case PostOpKind::Tanh:
         v = tanh_of(v);
         break;
-      default:
-        break;  // declined at creation
+      case PostOpKind::Gelu:
+        if (op.alpha == 1.0f) {
+          v = 0.5f * v * (1.0f + tanh_of(0.7978845608f * (v + 0.044715f * v * v * v)));
+        } else {
+          v = 0.5f * v * (1.0f + erf_of(v * 0.7071067812f));
+        }
+        break;
+      case PostOpKind::AddResidual:
+        v += residual;
+        break;
     }
   }
   return v;
@@ -70,7 +89,13 @@ struct Epilogue {
   for (int64_t r = 0; r < rows; ++r) {
     Floats v = sums[r] + col_bias;
     if (e.row_bias != nullptr) v += e.row_bias[m + r];
-    v = post_process(v, e);
+    Floats residual{};
+    if (e.residual != nullptr) {
+      float row[kLanes] = {};
+      std::memcpy(row, e.residual + (m + r) * ldc + n0, sizeof(float) * width);
+      residual = load(row);
+    }
+    v = post_process(v, e, residual);
     float* out = c + (m + r) * ldc + n0;
     if (width == kLanes) {
       store(out, v);
@@ -81,12 +106,46 @@ struct Epilogue {
   }
 }
 
+// One row of A by the panels: four panels at a time, K in pairs, so eight independent chains of
+// sums (as many as two FMA units with 4-cycle latency keep busy) over one row's work only.
+[[gnu::always_inline]] inline void gemv_panels(const float* a, int64_t k_count, const float* panels,
+                                               int64_t n_count, float* c, int64_t ldc,
+                                               const Epilogue& e) {
+  const int64_t panel_floats = k_count * kLanes;
+  for (int64_t n0 = 0; n0 < n_count; n0 += 4 * kLanes) {
+    const float* p = panels + (n0 / kLanes) * panel_floats;
+    const int64_t count = std::min<int64_t>(4, (n_count - n0 + kLanes - 1) / kLanes);
+    Floats s[4] = {}, t[4] = {};
+    int64_t k = 0;
+    if (count == 4) {
+      for (; k + 1 < k_count; k += 2) {
+        const float x0 = a[k], x1 = a[k + 1];
+        for (int j = 0; j < 4; ++j) {
+          s[j] += x0 * load(p + j * panel_floats + k * kLanes);
+          t[j] += x1 * load(p + j * panel_floats + (k + 1) * kLanes);
+        }
+      }
+    }
+    for (; k < k_count; ++k) {
+      for (int64_t j = 0; j < count; ++j) s[j] += a[k] * load(p + j * panel_floats + k * kLanes);
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      const Floats sum[1] = {s[j] + t[j]};
+      write_sums(sum, 1, 0, n0 + j * kLanes, n_count, c, ldc, e);
+    }
+  }
+}
+
 // C [M, N] (row stride ldc) = post-ops(A [M, K] (row stride lda) x B + biases), B as panels.
 // Four rows of A meet two panels at a time: eight vectors of sums in registers over K (as many
 // independent chains as two FMA units with 4-cycle latency keep busy); a last odd panel, one.
 KILN_VECTOR_CLONES void gemm_panels(const float* a, int64_t lda, int64_t m_count, int64_t k_count,
                                     const float* panels, int64_t n_count, float* c, int64_t ldc,
                                     const Epilogue& e) {
+  if (m_count == 1) {
+    gemv_panels(a, k_count, panels, n_count, c, ldc, e);
+    return;
+  }
   const int64_t panel_floats = k_count * kLanes;
   for (int64_t n0 = 0; n0 < n_count; n0 += 2 * kLanes) {
     const float* p0 = panels + (n0 / kLanes) * panel_floats;
@@ -128,10 +187,40 @@ KILN_VECTOR_CLONES void gemm_panels(const float* a, int64_t lda, int64_t m_count
   }
 }
 
-bool supported_post_ops(const OpDesc& desc) {
-  return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [](const PostOp& op) {
+// Column panels [n_begin, n_end) of gemm_panels, n_begin a multiple of 32: the same sums.
+void gemm_columns(const float* a, int64_t lda, int64_t m_count, int64_t k_count,
+                  const float* panels, int64_t n_begin, int64_t n_end, float* c, int64_t ldc,
+                  Epilogue e) {
+  if (e.col_bias != nullptr) e.col_bias += n_begin;
+  if (e.residual != nullptr) e.residual += n_begin;
+  gemm_panels(a, lda, m_count, k_count, panels + n_begin / kLanes * k_count * kLanes,
+              n_end - n_begin, c + n_begin, ldc, e);
+}
+
+// gemm_panels with the column panel pairs split over `threads` threads.
+void gemm_panels_parallel(const float* a, int64_t lda, int64_t m_count, int64_t k_count,
+                          const float* panels, int64_t n_count, float* c, int64_t ldc,
+                          const Epilogue& e, int threads) {
+  const int64_t pairs = (n_count + 2 * kLanes - 1) / (2 * kLanes);
+  if (threads <= 1 || pairs < 2) {
+    gemm_panels(a, lda, m_count, k_count, panels, n_count, c, ldc, e);
+    return;
+  }
+  const int parts = static_cast<int>(std::min<int64_t>(threads, pairs));
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int64_t t = 0; t < parts; ++t) {
+    const int64_t begin = pairs * t / parts * 2 * kLanes;
+    const int64_t end = std::min(n_count, pairs * (t + 1) / parts * 2 * kLanes);
+    gemm_columns(a, lda, m_count, k_count, panels, begin, end, c, ldc, e);
+  }
+}
+
+// `streaming`: Gelu and AddResidual too (a streaming MatMul's).
+bool supported_post_ops(const OpDesc& desc, bool streaming = false) {
+  return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [streaming](const PostOp& op) {
     return op.kind == PostOpKind::Relu || op.kind == PostOpKind::Clip ||
-           op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh;
+           op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh ||
+           (streaming && (op.kind == PostOpKind::Gelu || op.kind == PostOpKind::AddResidual));
   });
 }
 
@@ -146,8 +235,8 @@ bool all_float(const OpDesc& desc) {
 // The bias of N values from constant input `index` of `desc` (numel N, or 1: broadcast), times
 // `scale`; empty when absent.
 Result<std::vector<float>> column_bias(const OpDesc& desc, size_t index, int64_t n, float scale) {
-  bool present = index < desc.inputs.size() &&
-                 (desc.inputs_present.empty() || desc.inputs_present[index]);
+  bool present =
+      index < desc.inputs.size() && (desc.inputs_present.empty() || desc.inputs_present[index]);
   if (!present) return std::vector<float>();
   const runtime::Tensor* c = input_constant(desc, index);
   if (c == nullptr) return error(desc, Error::NotSupported, "bias is not constant");
@@ -174,10 +263,9 @@ class SmallOp : public CpuOp {
  protected:
   Status check_run(runtime::Span<const runtime::Tensor*> inputs,
                    runtime::Span<runtime::Tensor*> outputs) const {
-    if (inputs.size() < 1 || inputs[0] == nullptr || outputs.size() != 1 ||
-        outputs[0] == nullptr) {
-      return Status(Error::InvalidArgument, "run op '" + op_ + "' (" + describe_ +
-                                                "): expected input 0 and one output");
+    if (inputs.size() < 1 || inputs[0] == nullptr || outputs.size() != 1 || outputs[0] == nullptr) {
+      return Status(Error::InvalidArgument,
+                    "run op '" + op_ + "' (" + describe_ + "): expected input 0 and one output");
     }
     return Status();
   }
@@ -185,7 +273,9 @@ class SmallOp : public CpuOp {
   std::string op_, describe_;
   std::vector<TensorDesc> outputs_;
   std::vector<PostOp> post_ops_;
-  Epilogue epilogue() const { return Epilogue{nullptr, nullptr, post_ops_.data(), post_ops_.size()}; }
+  Epilogue epilogue() const {
+    return Epilogue{nullptr, nullptr, post_ops_.data(), post_ops_.size()};
+  }
 };
 
 // MatMul by a constant 2-D B, or Gemm (transA 0): Y [M, N] = alpha A B' + beta C.
@@ -193,9 +283,10 @@ class SmallMatMulOp final : public SmallOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
     const bool gemm = desc.op == "Gemm";
-    KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
-    if (!all_float(desc) || !supported_post_ops(desc) || num_residuals(desc) != 0) {
-      return error(desc, Error::NotSupported, "not float32, or a post-op the loops lack");
+    const int residuals = num_residuals(desc);
+    KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3 + static_cast<size_t>(std::max(residuals, 0))));
+    if (!all_float(desc) || residuals > 1 || (gemm && residuals != 0)) {
+      return error(desc, Error::NotSupported, "not float32, or a residual the loops lack");
     }
     const runtime::Tensor* b = input_constant(desc, 1);
     const std::vector<int64_t>& a_sizes = desc.inputs[0].sizes;
@@ -220,32 +311,47 @@ class SmallMatMulOp final : public SmallOp {
     }
     int64_t m = 1;
     for (size_t i = 0; i + 1 < a_sizes.size(); ++i) m *= a_sizes[i];
-    if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > kMaxMacs) {
+    const double b_bytes = sizeof(float) * static_cast<double>(n) * static_cast<double>(k);
+    const bool streaming = m <= kStreamingRows && b_bytes > kStreamingBytes;
+    if (!streaming && static_cast<double>(m) * b_bytes / sizeof(float) > kMaxMacs) {
       return error(desc, Error::NotSupported, "more work than the small loops take");
+    }
+    if (!supported_post_ops(desc, streaming)) {
+      return error(desc, Error::NotSupported, "a post-op the loops lack");
     }
     auto op = std::make_unique<SmallMatMulOp>();
     op->op_ = desc.op;
-    op->describe_ = "kiln small MatMul (own loops, no generated code)";
+    op->describe_ = "kiln small MatMul (own loops, no generated code" +
+                    (streaming ? "; B streamed for " + std::to_string(m) + " row(s))" : ")");
     op->post_ops_ = desc.post_ops;
     op->m_ = m, op->n_ = n, op->k_ = k;
+    op->threads_ = streaming ? std::max(desc.num_threads, 1) : 1;
+    op->residual_ = residuals == 1;
     std::vector<int64_t> out(a_sizes.begin(), a_sizes.end() - 1);
     out.push_back(n);
+    if (op->residual_ && desc.inputs.back().sizes != out) {
+      return error(desc, Error::InvalidArgument,
+                   "residual has shape " + runtime::shape_to_string(desc.inputs.back().sizes) +
+                       " (expected the output's " + runtime::shape_to_string(out) + ")");
+    }
     op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
-    KILN_ASSIGN_OR_RETURN(op->bias_, column_bias(desc, 2, n, static_cast<float>(gemm ? beta : 1.0)));
+    if (desc.inputs.size() - static_cast<size_t>(residuals) == 3) {
+      KILN_ASSIGN_OR_RETURN(op->bias_,
+                            column_bias(desc, 2, n, static_cast<float>(gemm ? beta : 1.0)));
+    }
     const auto* source = static_cast<const float*>(b->data());
     const float scale = static_cast<float>(alpha);
-    const std::string layout = "kiln panels16 f32 K=" + std::to_string(k) + " N=" +
-                               std::to_string(n) + " transB=" + std::to_string(trans_b) +
+    const std::string layout = "kiln panels16 f32 K=" + std::to_string(k) +
+                               " N=" + std::to_string(n) + " transB=" + std::to_string(trans_b) +
                                " alpha=" + std::to_string(alpha);
-    KILN_ASSIGN_OR_RETURN(
-        op->panels_,
-        pack_floats(
-            desc, 1, layout, panel_floats(k, n),
-            [&](float* to) {
-              // B [K, N], or (transB) stored as [N, K].
-              pack_panels(source, trans_b != 0 ? 1 : n, trans_b != 0 ? k : 1, k, n, scale, to);
-            },
-            op->own_panels_));
+    KILN_ASSIGN_OR_RETURN(op->panels_, pack_floats(
+                                           desc, 1, layout, panel_floats(k, n),
+                                           [&](float* to) {
+                                             // B [K, N], or (transB) stored as [N, K].
+                                             pack_panels(source, trans_b != 0 ? 1 : n,
+                                                         trans_b != 0 ? k : 1, k, n, scale, to);
+                                           },
+                                           op->own_panels_));
     return std::unique_ptr<CpuOp>(std::move(op));
   }
 
@@ -254,13 +360,24 @@ class SmallMatMulOp final : public SmallOp {
     KILN_RETURN_IF_ERROR(check_run(inputs, outputs));
     Epilogue e = epilogue();
     e.col_bias = bias_.empty() ? nullptr : bias_.data();
-    gemm_panels(static_cast<const float*>(inputs[0]->data()), k_, m_, k_, panels_, n_,
-                static_cast<float*>(outputs[0]->mutable_data()), n_, e);
+    if (residual_) {
+      const runtime::Tensor* residual = inputs.back();
+      if (inputs.size() < 3 || residual == nullptr || residual->numel() != m_ * n_) {
+        return Status(Error::InvalidArgument, "run op '" + op_ + "' (" + describe_ +
+                                                  "): expected a residual of " +
+                                                  std::to_string(m_ * n_) + " values");
+      }
+      e.residual = static_cast<const float*>(residual->data());
+    }
+    gemm_panels_parallel(static_cast<const float*>(inputs[0]->data()), k_, m_, k_, panels_, n_,
+                         static_cast<float*>(outputs[0]->mutable_data()), n_, e, threads_);
     return Status();
   }
 
  private:
   int64_t m_ = 0, n_ = 0, k_ = 0;
+  int threads_ = 1;
+  bool residual_ = false;
   const float* panels_ = nullptr;
   std::vector<float> own_panels_, bias_;
 };
@@ -307,8 +424,8 @@ class SmallConvOp final : public SmallOp {
     };
     op->by_channels_ = filled(op->out_c_) > filled(pixels);
     const int64_t buffer_floats = op->by_channels_
-                                     ? pixels * taps + pixels * op->out_c_  // rows, Y^T
-                                     : (pixels + kLanes - 1) / kLanes * taps * kLanes;
+                                      ? pixels * taps + pixels * op->out_c_  // rows, Y^T
+                                      : (pixels + kLanes - 1) / kLanes * taps * kLanes;
     const double macs = static_cast<double>(op->batch_) * static_cast<double>(op->out_c_) *
                         static_cast<double>(taps) * static_cast<double>(pixels);
     if (macs > kMaxMacs || buffer_floats * 4 > kMaxPanelBytes) {
@@ -355,7 +472,8 @@ class SmallConvOp final : public SmallOp {
       const float* image = x + n * channels_ * in_h_ * in_w_;
       float* result = y + n * out_c_ * pixels;
       if (by_channels_) {
-        gather(image, [taps](int64_t p) { return p * taps; }, 1);
+        gather(
+            image, [taps](int64_t p) { return p * taps; }, 1);
         float* transposed = panels_.data() + pixels * taps;
         e.col_bias = bias;
         gemm_panels(panels_.data(), taps, pixels, taps, weights_, out_c_, transposed, out_c_, e);
@@ -363,8 +481,8 @@ class SmallConvOp final : public SmallOp {
           for (int64_t o = 0; o < out_c_; ++o) result[o * pixels + p] = transposed[p * out_c_ + o];
         }
       } else {
-        gather(image, [taps](int64_t p) { return (p / kLanes) * taps * kLanes + p % kLanes; },
-               kLanes);
+        gather(
+            image, [taps](int64_t p) { return (p / kLanes) * taps * kLanes + p % kLanes; }, kLanes);
         e.row_bias = bias;
         gemm_panels(weights_, taps, out_c_, taps, panels_.data(), pixels, result, pixels, e);
       }
@@ -384,9 +502,8 @@ class SmallConvOp final : public SmallOp {
       const int64_t iw0 = ow * stride_w_ - pad_w_;
       // Kernel columns [lo, hi) read inside the row: 0 <= iw0 + kw * dilation < in_w.
       const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + dilation_w_ - 1) / dilation_w_;
-      const int64_t hi = iw0 >= in_w_ ? 0
-                                      : std::min(kernel_w_, (in_w_ - iw0 + dilation_w_ - 1) /
-                                                                dilation_w_);
+      const int64_t hi =
+          iw0 >= in_w_ ? 0 : std::min(kernel_w_, (in_w_ - iw0 + dilation_w_ - 1) / dilation_w_);
       float* column = panels_.data() + start(p);
       for (int64_t c = 0; c < channels_; ++c) {
         const float* plane = image + c * in_h_ * in_w_;
@@ -413,7 +530,7 @@ class SmallConvOp final : public SmallOp {
   int64_t batch_ = 0, channels_ = 0, in_h_ = 0, in_w_ = 0, out_c_ = 0;
   int64_t kernel_h_ = 0, kernel_w_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1, pad_h_ = 0, pad_w_ = 0;
-  bool by_channels_ = false;     ///< The orientation (see the class comment).
+  bool by_channels_ = false;        ///< The orientation (see the class comment).
   const float* weights_ = nullptr;  ///< W [O, C KH KW], or (by channels) W^T as panels.
   std::vector<float> own_weights_, bias_;
   std::vector<float> panels_;  ///< The gathered windows (and, by channels, Y^T after them).

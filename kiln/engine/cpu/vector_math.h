@@ -58,4 +58,18 @@ constexpr int64_t kLanes = 16;
   return 2.0f / (1.0f + exp_of(-2.0f * x)) - 1.0f;
 }
 
+// erf(x) by Abramowitz and Stegun 7.1.26: 1 - t (a1 + t (a2 + ...)) e^(-x^2) with
+// t = 1 / (1 + p |x|), sign restored; absolute error under 2e-7.
+[[gnu::always_inline]] inline Floats erf_of(Floats x) {
+  const Floats a = x < splat(0.0f) ? -x : x;
+  const Floats t = 1.0f / (1.0f + 0.3275911f * a);
+  Floats p = splat(1.061405429f);
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const Floats y = 1.0f - p * t * exp_of(-a * a);
+  return x < splat(0.0f) ? -y : y;
+}
+
 }  // namespace kiln::engine::cpu::vec

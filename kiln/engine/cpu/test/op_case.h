@@ -145,7 +145,9 @@ inline void apply_post_ops(const std::vector<PostOp>& post_ops,
           v = std::tanh(v);
           break;
         case PostOpKind::Gelu:
-          v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+          v = p.alpha == 1.0f
+                  ? 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+                  : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
           break;
         case PostOpKind::AddResidual:
           v += r[i];

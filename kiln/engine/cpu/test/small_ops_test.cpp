@@ -86,15 +86,16 @@ TEST(SmallOps, MatMulsAndGemmsMatchReference) {
   }
   // Gemm: transB, alpha, beta, C per column or one value; fused Relu.
   for (bool trans_b : {false, true}) {
-    for (const std::vector<int64_t>& c_shape : std::vector<std::vector<int64_t>>{{10}, {1, 10}, {1}}) {
+    for (const std::vector<int64_t>& c_shape :
+         std::vector<std::vector<int64_t>>{{10}, {1, 10}, {1}}) {
       SCOPED_TRACE(std::string(trans_b ? "transB" : "") + " C " +
                    runtime::shape_to_string(c_shape));
       kernels::GemmOptions options;
       options.alpha = 0.5;
       options.beta = 2.0;
       options.trans_b = trans_b;
-      Case c = small_case("Gemm", {int_attr("transB", trans_b ? 1 : 0),
-                                   float_attr("alpha", 0.5), float_attr("beta", 2.0)});
+      Case c = small_case("Gemm", {int_attr("transB", trans_b ? 1 : 0), float_attr("alpha", 0.5),
+                                   float_attr("beta", 2.0)});
       c.add(random_tensor({6, 20}, seed++), false);
       c.add(random_tensor(trans_b ? std::vector<int64_t>{10, 20} : std::vector<int64_t>{20, 10},
                           seed++),
@@ -110,6 +111,49 @@ TEST(SmallOps, MatMulsAndGemmsMatchReference) {
   }
 }
 
+// A few rows (a decoder's token) by a large constant B: the streaming loops at any size, with
+// bias, Gelu (erf and tanh), a residual, and on one or two threads (columns split).
+TEST(SmallOps, MatMulsOfFewRowsStreamAtAnySize) {
+  uint32_t seed = 970;
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Gelu}},
+      {{PostOpKind::Gelu, 1.0f}},
+      {{PostOpKind::AddResidual}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
+  for (int64_t rows : {1, 3}) {
+    for (bool bias : {false, true}) {
+      for (const auto& post_ops : post_op_sets) {
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE("rows " + std::to_string(rows) + (bias ? " bias" : "") +
+                       post_ops_name(post_ops) + " threads " + std::to_string(threads));
+          const int64_t k = 300, n = 1000;  // 300,000 multiply-adds a row: past the small bound
+          Case c = small_case("MatMul", {});
+          c.desc.num_threads = threads;
+          c.add(random_tensor({1, rows, k}, seed++), false);
+          c.add(random_tensor({k, n}, seed++, -0.2, 0.2), true);
+          if (bias) c.add(random_tensor({n}, seed++), true);
+          OwnedTensor expected = zeros({1, rows, n});
+          ASSERT_TRUE(kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
+          if (bias) {
+            float* y = expected.tensor().mutable_data_ptr<float>();
+            for (int64_t i = 0; i < rows * n; ++i) y[i] += c.at(2).data_ptr<float>()[i % n];
+          }
+          std::vector<const runtime::Tensor*> residuals;
+          if (!post_ops.empty() && post_ops.front().kind == PostOpKind::AddResidual) {
+            c.add(random_tensor({1, rows, n}, seed++), false);
+            residuals.push_back(&c.at(bias ? 3 : 2));
+          }
+          apply_post_ops(post_ops, residuals, expected);
+          c.desc.post_ops = post_ops;
+          expect_near(c.run(), expected);
+          EXPECT_NE(c.description.find("B streamed"), std::string::npos) << c.description;
+        }
+      }
+    }
+  }
+}
+
 TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
   uint32_t seed = 990;
   auto described = [](Case& c) {
@@ -121,6 +165,19 @@ TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
     Case c = small_case("MatMul", {});
     c.add(random_tensor({64, 128}, seed++), false);
     c.add(random_tensor({128, 128}, seed++), true);
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
+  {  // Gelu on a B that stays in cache: oneDNN's kernels are the faster ones.
+    Case c = small_case("MatMul", {});
+    c.add(random_tensor({1, 64}, seed++), false);
+    c.add(random_tensor({64, 64}, seed++), true);
+    c.desc.post_ops = {{PostOpKind::Gelu}};
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
+  {  // More rows than a streaming MatMul's, by a large B.
+    Case c = small_case("MatMul", {});
+    c.add(random_tensor({8, 512}, seed++), false);
+    c.add(random_tensor({512, 1024}, seed++), true);
     EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
   }
   {  // A run-time B.
