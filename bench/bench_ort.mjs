@@ -7,12 +7,16 @@
 //
 // Every model input must be given. Sessions use the CPU provider, graphOptimizationLevel 'all'
 // and intraOpNumThreads = interOpNumThreads = N (default 1). `--sessions` fresh sessions are
-// created and released one after another (creation timed: "session_ms"); one more is created
+// created and released one after another (creation timed: "session_ms" over all of them;
+// "first_session_ms" the process's first, which, like a kiln load in a fresh process, also
+// pays the runtime's start-up and first touches of its code and memory; "later_sessions_ms"
+// the others, in a process already warm); one more is created
 // for the runs: the first run is timed alone, then `--warmup` untimed and `--runs` timed runs.
 // As in `kiln bench`, an input given N times makes N input sets: each set's first call is
 // timed in order ("input_sets": [{inputs: [{name, shape}], first_run_ms}]) and the runs cycle
 // through the sets; inputs given more than once must be given equally often.
 // Output fields: "model", "onnxruntime", "threads", "sessions", "session_ms" {median, min},
+// "first_session_ms", "later_sessions_ms" {median, min} (with --sessions 2 or more),
 // "first_run_ms", "warmup", "runs", "latency_ms" {median, p90, min, mean}, "run_ms", and
 // "input_sets" with several sets.
 // Errors go to stderr with exit code 1 (2 for usage errors).
@@ -185,12 +189,18 @@ async function main() {
   await session.release();
 
   const sessions = stats(sessionMs);
+  const laterStats = (ms) => {
+    const s = stats(ms);
+    return { median: s.median, min: s.min };
+  };
   console.log(JSON.stringify({
     model: args.model,
     onnxruntime: version,
     threads: args.threads,
     sessions: args.sessions,
     session_ms: { median: sessions.median, min: sessions.min },
+    first_session_ms: sessionMs[0],
+    ...(sessionMs.length > 1 ? { later_sessions_ms: laterStats(sessionMs.slice(1)) } : {}),
     first_run_ms: firstRunMs,
     warmup: args.warmup,
     runs: args.runs,

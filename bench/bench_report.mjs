@@ -9,8 +9,8 @@ import os from 'node:os';
 export const TARGETS = {
   latency: 1.0,         // every row
   latencyGeomean: 0.9,  // geometric mean over the rows
-  warmLoad: 0.15,       // warm load (cache hit, fresh process) / ORT session creation
-  coldLoad: 1.0,        // cold load (specialize and store) / ORT session creation
+  warmLoad: 0.15,       // warm load (cache hit, fresh process) / ORT's first session (fresh process)
+  coldLoad: 1.0,        // cold load (specialize and store) / ORT's first session (fresh process)
 };
 
 export function median(values) {
@@ -58,7 +58,8 @@ export function makeRow(job, threads, cold, kiln, ort) {
     ort: median(ort.map((r) => r.latency_ms.median)),
     cold: median(cold.map((r) => r.load_ms)),
     warm: median(kiln.map((r) => r.load_ms)),
-    session: median(ort.map((r) => r.session_ms.median)),
+    session: median(ort.map((r) => r.first_session_ms)),
+    laterSession: median(ort.map((r) => r.later_sessions_ms?.median ?? r.session_ms.median)),
     kilnFirst: median(kiln.map((r) => r.first_run_ms)),
     ortFirst: median(ort.map((r) => r.first_run_ms)),
     cacheCold: distinct(cold.map((r) => r.cache)),
@@ -71,23 +72,26 @@ export function makeRow(job, threads, cold, kiln, ort) {
 export function table(rows, failures) {
   const lines = [
     '| model | threads | kiln latency (ms) | ORT latency (ms) | kiln/ORT | kiln cold load (ms) | ' +
-      'kiln warm load (ms) | ORT session (ms) | cold/ORT | warm/ORT | first run kiln / ORT (ms) | ' +
-      'ready/ORT | cache cold / warm | runs kiln/ORT |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|',
+      'kiln warm load (ms) | ORT session first / later (ms) | cold/ORT | warm/ORT | ' +
+      'warm/ORT later | first run kiln / ORT (ms) | ready/ORT | cache cold / warm | ' +
+      'runs kiln/ORT |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|',
   ];
   for (const r of rows) {
     const threads = r.threadsApplied ? `${r.threads}` : `${r.threads}*`;
     lines.push(`| ${r.label} | ${threads} | ${format(r.kiln)} | ${format(r.ort)} | ` +
                `${ratio(r.kiln / r.ort)} | ${format(r.cold)} | ${format(r.warm)} | ` +
-               `${format(r.session)} | ${ratio(r.cold / r.session)} | ` +
-               `${ratio(r.warm / r.session)} | ${format(r.kilnFirst)} / ${format(r.ortFirst)} | ` +
+               `${format(r.session)} / ${format(r.laterSession)} | ` +
+               `${ratio(r.cold / r.session)} | ${ratio(r.warm / r.session)} | ` +
+               `${ratio(r.warm / r.laterSession)} | ` +
+               `${format(r.kilnFirst)} / ${format(r.ortFirst)} | ` +
                `${ratio(ready(r))} | ${r.cacheCold} / ${r.cacheWarm} | ${r.runs} |`);
   }
-  for (const [name, why] of failures) lines.push(`| ${name} | | ${why} |${' |'.repeat(11)}`);
+  for (const [name, why] of failures) lines.push(`| ${name} | | ${why} |${' |'.repeat(12)}`);
   return lines.join('\n');
 }
 
-/** Warm load + first run over ORT's session creation + first run: the time until the first
+/** Warm load + first run over ORT's first session + first run: the time until the first
  * result of a fresh process (a function of symbolic inputs is specialized in its first run). */
 function ready(r) {
   return (r.warm + r.kilnFirst) / (r.session + r.ortFirst);
@@ -107,12 +111,19 @@ export function summary(rows, backend) {
     `- latency kiln/ORT: geometric mean ${ratio(latency)} over ${rows.length} rows ` +
       `(target <= ${limit(TARGETS.latencyGeomean)}); <= ${limit(TARGETS.latency)} in ` +
       `${within(rows, (r) => r.kiln / r.ort, TARGETS.latency)}`,
-    `- warm load / ORT session: geometric mean ${ratio(warm)}; <= ${limit(TARGETS.warmLoad)} in ` +
-      `${within(rows, (r) => r.warm / r.session, TARGETS.warmLoad)}`,
-    `- cold load / ORT session: geometric mean ${ratio(cold)}; <= ${limit(TARGETS.coldLoad)} in ` +
-      `${within(rows, (r) => r.cold / r.session, TARGETS.coldLoad)}`,
+    `- warm load / ORT's first session: geometric mean ${ratio(warm)}; <= ` +
+      `${limit(TARGETS.warmLoad)} in ${within(rows, (r) => r.warm / r.session, TARGETS.warmLoad)}`,
+    `- cold load / ORT's first session: geometric mean ${ratio(cold)}; <= ` +
+      `${limit(TARGETS.coldLoad)} in ${within(rows, (r) => r.cold / r.session, TARGETS.coldLoad)}`,
+    `- against ORT's later sessions (a process already warm, unlike kiln's loads): warm load ` +
+      `geometric mean ${ratio(geomean(rows.map((r) => r.warm / r.laterSession)))}, <= ` +
+      `${limit(TARGETS.warmLoad)} in ` +
+      `${within(rows, (r) => r.warm / r.laterSession, TARGETS.warmLoad)}; cold load geometric ` +
+      `mean ${ratio(geomean(rows.map((r) => r.cold / r.laterSession)))}, <= ` +
+      `${limit(TARGETS.coldLoad)} in ` +
+      `${within(rows, (r) => r.cold / r.laterSession, TARGETS.coldLoad)}`,
   ];
-  lines.push(`- ready (warm load + first run) / (ORT session + first run): geometric mean ` +
+  lines.push(`- ready (warm load + first run) / (ORT's first session + first run): geometric mean ` +
              `${ratio(geomean(rows.map(ready)))}; <= 1.0 in ${within(rows, ready, 1.0)}`);
   const notHit = rows.filter((r) => r.cacheWarm !== 'hit');
   if (backend === 'kiln' && notHit.length) {
@@ -180,7 +191,8 @@ take falls back to the reference kernels; its rows are marked \\*). \`--threads 
   \`off\`), printed as reported.
 - First run: \`first_run_ms\` of the warm processes (kiln) and of the session that runs (ORT),
   medians. A function of symbolic inputs (cache \`off\`) is specialized in its first run, so
-  "ready" = (warm load + first run) / (ORT session + first run) is the time to a first result.`;
+  "ready" = (warm load + first run) / (ORT's first session + first run) is the time to a first
+  result.`;
 }
 
 export function resultsMarkdown(text, args, info, versions, loadAtStart) {
@@ -193,11 +205,14 @@ ${description(args)}
 - Peer: ONNX Runtime ${versions.onnxruntime}, CPU provider, \`graphOptimizationLevel: 'all'\`,
   intra- and inter-op threads = the row's thread count.
 - kiln latency: median over ${args.rounds} rounds of \`kiln bench --json\` \`latency_ms.median\`;
-  ORT latency: the same of \`bench/bench_ort.mjs\`. ORT session: median time to create an
-  \`InferenceSession\` from the ONNX file (fresh sessions in a fresh process; it includes
-  parsing and optimizing the graph), median over the rounds. kiln's load is \`load_ms\`
-  (program + method load in a fresh process); the export (\`kiln export\`, ahead of time)
-  is not included.
+  ORT latency: the same of \`bench/bench_ort.mjs\`. ORT session: time to create an
+  \`InferenceSession\` from the ONNX file (it includes parsing and optimizing the graph),
+  median over the rounds of "first": the first session of a fresh process, which is what
+  kiln's load is measured against (\`load_ms\`: program + method load, the first in a fresh
+  process; both pay their runtime's start-up and first touches of code and memory); and of
+  "later": the median of the 2-4 sessions that process creates after it, in a process already
+  warm (shown, with warm/ORT later, for comparison; ORT's first session takes several times
+  its later ones). The export (\`kiln export\`, ahead of time) is not included.
 - Each round runs every model and thread count, kiln and ORT back to back in fresh processes
   (the order alternates between rounds). "runs" is the timed runs per process; slow models get
   fewer (calibrated from one short run of each side, at least 3).
