@@ -5,6 +5,7 @@
 #include <kiln/engine/package/package.h>
 #include <kiln/exporter/enumerate.h>
 #include <kiln/exporter/lowering.h>
+#include <kiln/runtime/executor/kernel_registry.h>
 #include <kiln/runtime/executor/program_verify.h>
 
 #include <cstdio>
@@ -21,6 +22,97 @@ using runtime::Status;
 namespace {
 
 constexpr const char* kSingleFunction = "main";
+
+// A delegate costs its load a fixed few tenths of a millisecond (its package, cache key and
+// lookup, plan); element-wise, reduction and shape ops on at most kLightElements values in all
+// take microseconds on the reference kernels. A partition of only such ops beside a graph break
+// (a data-dependent If's condition, say) stays on them; a method of one partition keeps its
+// delegate whatever its work.
+constexpr int64_t kLightElements = 16384;
+const std::set<std::string, std::less<>> kLightOps = {"Abs",
+                                                      "Neg",
+                                                      "Exp",
+                                                      "Log",
+                                                      "Sqrt",
+                                                      "Reciprocal",
+                                                      "Relu",
+                                                      "Sigmoid",
+                                                      "Tanh",
+                                                      "Erf",
+                                                      "Floor",
+                                                      "Ceil",
+                                                      "Round",
+                                                      "Sign",
+                                                      "Not",
+                                                      "Cast",
+                                                      "Identity",
+                                                      "Add",
+                                                      "Sub",
+                                                      "Mul",
+                                                      "Div",
+                                                      "Pow",
+                                                      "Max",
+                                                      "Min",
+                                                      "Equal",
+                                                      "Greater",
+                                                      "GreaterOrEqual",
+                                                      "Less",
+                                                      "LessOrEqual",
+                                                      "And",
+                                                      "Or",
+                                                      "Xor",
+                                                      "Where",
+                                                      "Clip",
+                                                      "ReduceMean",
+                                                      "ReduceSum",
+                                                      "ReduceMax",
+                                                      "ReduceMin",
+                                                      "ReduceProd",
+                                                      "ReduceL1",
+                                                      "ReduceL2",
+                                                      "ReduceSumSquare",
+                                                      "ArgMax",
+                                                      "ArgMin",
+                                                      "Shape",
+                                                      "Size",
+                                                      "Reshape",
+                                                      "Squeeze",
+                                                      "Unsqueeze",
+                                                      "Flatten",
+                                                      "Transpose",
+                                                      "Concat",
+                                                      "Slice",
+                                                      "Gather",
+                                                      "Expand",
+                                                      "ConstantOfShape",
+                                                      "Constant"};
+
+// Why `graph` is too light to be worth a delegate, or nullopt: every op in kLightOps with a
+// reference kernel, every value static, kLightElements or fewer read and written in all.
+std::optional<std::string> light_work(const ir::Graph& graph) {
+  int64_t elements = 0;
+  auto add = [&](const std::vector<int>& values) {
+    for (int v : values) {
+      if (v < 0) continue;
+      auto sizes = graph.values[static_cast<size_t>(v)].type.static_sizes();
+      if (!sizes) return false;
+      int64_t numel = 1;
+      for (int64_t s : *sizes) numel *= s;
+      elements += numel;
+      if (elements > kLightElements) return false;
+    }
+    return true;
+  };
+  for (const ir::Node& node : graph.nodes) {
+    if (kLightOps.count(node.op) == 0 || !node.regions.empty() ||
+        runtime::get_kernel(node.op) == nullptr || !add(node.inputs) || !add(node.outputs)) {
+      return std::nullopt;
+    }
+  }
+  if (graph.nodes.empty()) return std::nullopt;
+  return std::to_string(graph.nodes.size()) + " element-wise, reduction or shape op(s) over " +
+         std::to_string(elements) + " values, less work than a delegate's load";
+}
 
 std::optional<std::string> unsupported_interface(const ir::Graph& graph) {
   for (int input : graph.inputs) {
@@ -119,9 +211,8 @@ void add_named_data(ProgramSpec& spec, const std::string& key, std::vector<uint8
 // empty when it has no static function to compile.
 Result<std::vector<uint8_t>> aot_artifact(const engine::package::PackageView& package,
                                           bool expect_frequent_reshapes, const std::string& key) {
-  auto options =
-      engine::specialization::SpecializationOptions::from_compute_unit("all",
-                                                                        expect_frequent_reshapes);
+  auto options = engine::specialization::SpecializationOptions::from_compute_unit(
+      "all", expect_frequent_reshapes);
   if (!options.ok()) return options.status();
   auto artifact = engine::ModelLoader::compile_artifact(package, *options);
   if (artifact.ok()) return artifact;
@@ -205,26 +296,22 @@ Status PackageSet::finish(ProgramSpec& spec,
       std::string text = p.manifest.dump();
       delegate.processed.assign(text.begin(), text.end());
       if (!artifact.empty()) {
-        delegate.compile_specs.emplace_back(
-            "aot_artifact", std::vector<uint8_t>(artifact.begin(), artifact.end()));
+        delegate.compile_specs.emplace_back("aot_artifact",
+                                            std::vector<uint8_t>(artifact.begin(), artifact.end()));
       }
     }
   }
   return Status();
 }
 
-Result<std::vector<DelegatedPartition>> plan_delegates(const ir::Model& model,
-                                                       const ir::Graph& graph,
-                                                       const std::string& method,
-                                                       const std::vector<Partition>& partitions,
-                                                       const ExportOptions& options,
-                                                       PackageSet& packages) {
+Result<std::vector<DelegatedPartition>> plan_delegates(
+    const ir::Model& model, const ir::Graph& graph, const std::string& method,
+    const std::vector<Partition>& partitions, const ExportOptions& options, PackageSet& packages) {
   std::vector<EnumeratedFunction> combinations;
   bool enumerates = false;
   for (const DimEnumeration& e : options.enumerations) enumerates |= e.method == method;
   if (enumerates) {
-    KILN_ASSIGN_OR_RETURN(combinations,
-                          enumerate_function(graph, method, 0, options.enumerations));
+    KILN_ASSIGN_OR_RETURN(combinations, enumerate_function(graph, method, 0, options.enumerations));
   }
   std::vector<DelegatedPartition> delegated;
   bool any_enumerated = false;
@@ -241,7 +328,9 @@ Result<std::vector<DelegatedPartition>> plan_delegates(const ir::Model& model,
                       "' has inputs of data-dependent shape: it is not enumerated");
     }
     bool is_enumerated = expanded && !expanded->empty();
-    std::optional<std::string> reason = unsupported_interface(function);
+    std::optional<std::string> reason =
+        is_enumerated || partitions.size() == 1 ? std::nullopt : light_work(function);
+    if (!reason) reason = unsupported_interface(function);
     if (!reason && !is_enumerated) reason = unsupported_specialization(scratch, function);
     if (reason) {
       if (options.on_note) {

@@ -30,10 +30,13 @@ using runtime::Error;
 using ::testing::HasSubstr;
 
 // x f32 [1, n] → relu(x * (sum(x) > 0 ? 2 : 3) + 0.5): a data-dependent If between two runs.
-std::string break_model() {
+// `size` 0 leaves n symbolic; otherwise it is that size.
+std::string break_model(int64_t size = 0) {
   test::OnnxModelBuilder b;
-  b.input("x", onnx::TensorProto::FLOAT, {1, 0}, {"", "n"});
-  b.output("out", onnx::TensorProto::FLOAT, {1, 0}, {"", "n"});
+  const std::vector<std::string> dims =
+      size == 0 ? std::vector<std::string>{"", "n"} : std::vector<std::string>{};
+  b.input("x", onnx::TensorProto::FLOAT, {1, size}, dims);
+  b.output("out", onnx::TensorProto::FLOAT, {1, size}, dims);
   b.initializer_f32("zero", {}, {0.0f});
   b.initializer_f32("two", {1}, {2.0f});
   b.initializer_f32("three", {1}, {3.0f});
@@ -44,12 +47,12 @@ std::string break_model() {
   auto& when = b.node("If", {"cond"}, {"y1"}, "choose");
   test::OnnxModelBuilder::graph_attribute(
       when, "then_branch",
-      test::OnnxModelBuilder::one_node_graph("then", "Mul", {"x", "two"}, "t_then", {1, 0},
-                                             {"", "n"}));
+      test::OnnxModelBuilder::one_node_graph("then", "Mul", {"x", "two"}, "t_then", {1, size},
+                                             dims));
   test::OnnxModelBuilder::graph_attribute(
       when, "else_branch",
-      test::OnnxModelBuilder::one_node_graph("else", "Mul", {"x", "three"}, "t_else", {1, 0},
-                                             {"", "n"}));
+      test::OnnxModelBuilder::one_node_graph("else", "Mul", {"x", "three"}, "t_else", {1, size},
+                                             dims));
   b.node("Add", {"y1", "w"}, {"a"}, "bias");
   b.node("Relu", {"a"}, {"out"}, "relu");
   return b.bytes();
@@ -204,6 +207,29 @@ TEST_F(PartitionTest, AGraphBreakYieldsTwoDelegatesAroundReferenceKernelCalls) {
   EXPECT_TRUE(notes.empty()) << notes[0];
   extension::Module module(write(*bytes, "break.kiln").string());
   for (int64_t n : {3, 5}) expect_runs(module, "forward", n);
+}
+
+// Static sizes: the If's condition (a sum of 6,000 values and a comparison) is less work than a
+// delegate's load and stays on the reference kernels; the run after the If (24,000 values and
+// more) keeps its delegate.
+TEST_F(PartitionTest, ALightPartitionBesideABreakStaysOnTheReferenceKernels) {
+  constexpr int64_t kSize = 6000;
+  std::ofstream(dir_ / "break_static.onnx", std::ios::binary) << break_model(kSize);
+  std::vector<std::string> notes;
+  ExportOptions options;
+  options.on_note = [&](const std::string& note) { notes.push_back(note); };
+  auto bytes = export_onnx_file(path("break_static.onnx"), options);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto program = load_program(*bytes);
+  ASSERT_NE(program, nullptr);
+  auto found = manifests(*program, "forward");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(program->named_data().keys().size(), 1u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_THAT(notes[0], HasSubstr("nodes 'sum'.."));
+  EXPECT_THAT(notes[0], HasSubstr("2 element-wise, reduction or shape op(s) over 6004 values"));
+  extension::Module module(write(*bytes, "break_static.kiln").string());
+  expect_runs(module, "forward", kSize);
 }
 
 TEST_F(PartitionTest, PortableBackendHasNoDelegates) {
