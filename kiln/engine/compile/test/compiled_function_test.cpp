@@ -175,7 +175,9 @@ TEST(Specialize, WinogradConvsMatchReferenceOnAndOff) {
 
 // A 3x3 Conv whose weight is too large to transform at load (384x384x3x3) stays direct in
 // the layout oneDNN prefers, beside a small one on Winograd; results match the reference.
-TEST(Specialize, LargeWeightsStayOffWinograd) {
+// A Winograd-shaped Conv of a large weight stays direct, in the blocked layout of its
+// neighbours (oneDNN's blocked direct kernel is quick to create; no reorders between them).
+TEST(Specialize, LargeWeightsStayOffWinogradInTheBlockedLayout) {
   ModelBuilder b(9);
   int x = b.input("x", {1, 16, 4, 4});
   std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
@@ -189,7 +191,10 @@ TEST(Specialize, LargeWeightsStayOffWinograd) {
   ASSERT_EQ(f->placement().size(), 2u);
   const std::string& large = f->placement()[1].detail;
   EXPECT_EQ(large.find("wino"), std::string::npos) << large;
-  EXPECT_EQ(large.find("src:aBcd16b"), std::string::npos) << large;
+  if (f->placement()[0].detail.find("wino") != std::string::npos) {  // AVX-512: blocked convs
+    EXPECT_NE(large.find("src:aBcd16b"), std::string::npos) << large;
+    EXPECT_NE(large.find("dst:aBcd16b"), std::string::npos) << large;
+  }
 }
 
 TEST(Specialize, MatMulBiasGeluFuses) {
@@ -245,7 +250,9 @@ TEST(Specialize, LayerNormSoftmaxAndAReferenceOnlyOp) {
   ASSERT_NE(small, nullptr);
   for (const auto& entry : small->placement()) {
     EXPECT_EQ(entry.device, "cpu:reference") << entry.op;
-    if (entry.op == "Softmax") EXPECT_THAT(entry.detail, HasSubstr("little work")) << entry.detail;
+    if (entry.op == "Softmax") {
+      EXPECT_THAT(entry.detail, HasSubstr("little work")) << entry.detail;
+    }
   }
 }
 
