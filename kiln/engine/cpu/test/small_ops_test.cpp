@@ -154,6 +154,25 @@ TEST(SmallOps, MatMulsOfFewRowsStreamAtAnySize) {
   }
 }
 
+// A classifier's Gemm (transB, alpha, beta) of one row by a large B streams too, on 2 threads.
+TEST(SmallOps, GemmsOfOneRowStreamWithTransBAlphaAndBeta) {
+  uint32_t seed = 985;
+  kernels::GemmOptions options;
+  options.alpha = 0.5;
+  options.beta = 2.0;
+  options.trans_b = true;
+  Case c = small_case("Gemm", {int_attr("transB", 1), float_attr("alpha", 0.5),
+                               float_attr("beta", 2.0)});
+  c.desc.num_threads = 2;
+  c.add(random_tensor({1, 512}, seed++), false);
+  c.add(random_tensor({1000, 512}, seed++, -0.1, 0.1), true);
+  c.add(random_tensor({1000}, seed++), true);
+  OwnedTensor expected = zeros({1, 1000});
+  ASSERT_TRUE(kernels::gemm(c.at(0), c.at(1), &c.at(2), expected.tensor(), options).ok());
+  expect_near(c.run(), expected);
+  EXPECT_NE(c.description.find("B streamed for 1 row(s)"), std::string::npos) << c.description;
+}
+
 TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
   uint32_t seed = 990;
   auto described = [](Case& c) {
