@@ -161,8 +161,8 @@ TEST(SmallOps, GemmsOfOneRowStreamWithTransBAlphaAndBeta) {
   options.alpha = 0.5;
   options.beta = 2.0;
   options.trans_b = true;
-  Case c = small_case("Gemm", {int_attr("transB", 1), float_attr("alpha", 0.5),
-                               float_attr("beta", 2.0)});
+  Case c = small_case("Gemm",
+                      {int_attr("transB", 1), float_attr("alpha", 0.5), float_attr("beta", 2.0)});
   c.desc.num_threads = 2;
   c.add(random_tensor({1, 512}, seed++), false);
   c.add(random_tensor({1000, 512}, seed++, -0.1, 0.1), true);
