@@ -119,8 +119,11 @@ Status pack_winograd_weights(const dnnl::memory::desc& target, const float* oihw
   Layout layout{w.wino_format, w.alpha,           w.ic_block,   w.oc2_block,
                 w.ic2_block,   w.ic / w.ic_block, w.oc / kBlock};
   auto* dst = static_cast<float*>(out);
-  std::memset(dst, 0, target.get_size());
-  // Padded input channels stay zero; padded output channels are zero lanes of the last block.
+  // The blocks below write every output channel up to a whole block (zero lanes past `oc`) for
+  // input channels [0, ic); the rest (padded input channels, whole padded output blocks) is
+  // zeroed first, only when the layout has any.
+  const int64_t written_oc = (oc + kBlock - 1) / kBlock * kBlock;
+  if (ic < w.ic || written_oc < w.oc) std::memset(dst, 0, target.get_size());
   for (int64_t ob = 0; ob * kBlock < oc; ++ob) {
     if (w.alpha == 6) {
       pack_block<6>(kG6, layout, oihw, oc, ic, ob, dst);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -81,6 +82,31 @@ TEST(WinogradWeights, PacksTheBytesOfOneDnnsReorder) {
   EXPECT_EQ(formats,
             (std::set<int>{dnnl_wino_wei_aaOio, dnnl_wino_wei_aaOBiOo, dnnl_wino_wei_OBaaIBOIio}))
       << "expected the three layouts among the shapes";
+}
+
+// A layout padding input channels past the weight's (none of oneDNN's picks here does): the
+// padding is zero, as if the weight had zero kernels there.
+TEST(WinogradWeights, ZeroesInputChannelsTheLayoutPads) {
+  auto md = winograd_weights_md(32, 32, 14);
+  if (!md || !packs_winograd(*md)) GTEST_SKIP() << "no Winograd convolution here";
+  dnnl_memory_desc_t padded = md->data;
+  dnnl_wino_desc_t& w = padded.format_desc.wino_desc;
+  w.ic += w.ic_block * std::max(w.ic2_block, 1);
+  w.size = sizeof(float) * static_cast<size_t>(w.alpha * w.alpha) * static_cast<size_t>(w.oc) *
+           static_cast<size_t>(w.ic);
+  const memory::desc target(padded);
+  ASSERT_TRUE(packs_winograd(target));
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> weights(32 * 32 * 9), widened(static_cast<size_t>(32 * w.ic * 9), 0.0f);
+  for (float& x : weights) x = dist(rng);
+  for (int64_t o = 0; o < 32; ++o) {
+    std::copy_n(weights.begin() + o * 32 * 9, 32 * 9, widened.begin() + o * w.ic * 9);
+  }
+  std::vector<uint8_t> packed(target.get_size(), 0xA5), expected(target.get_size(), 0x5A);
+  ASSERT_TRUE(pack_winograd_weights(target, weights.data(), 32, 32, packed.data()).ok());
+  ASSERT_TRUE(pack_winograd_weights(target, widened.data(), 32, w.ic, expected.data()).ok());
+  EXPECT_EQ(packed, expected);
 }
 
 TEST(WinogradWeights, RejectsLayoutsAndChannelsItDoesNotFit) {
