@@ -1,8 +1,6 @@
 #include <kiln/engine/cache/cache_key.h>
 
-// Header-only use: nothing to link, and the symbols stay private to this file.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <kiln/engine/ir/xxh3.h>
 
 namespace kiln::engine::cache {
 namespace {
@@ -64,7 +62,7 @@ uint64_t CacheKey::hash() const {
 
 std::string CacheKey::hex() const { return to_hex(hash()); }
 
-uint64_t checksum64(const void* data, size_t size) { return XXH3_64bits(data, size); }
+uint64_t checksum64(const void* data, size_t size) { return ir::xxh3_64(data, size); }
 
 std::string to_hex(uint64_t value) {
   static constexpr char kDigits[] = "0123456789abcdef";

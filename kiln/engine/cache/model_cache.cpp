@@ -1,9 +1,7 @@
 #include <kiln/engine/cache/model_cache.h>
 
 #include <kiln/engine/cache/entry_format.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <kiln/engine/ir/xxh3.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -268,16 +266,14 @@ Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8
   if (dir_.empty()) return Status();
   const std::string encoded_key = key.encoded();
   const uint64_t key_hash = checksum64(encoded_key.data(), encoded_key.size());
-  XXH3_state_t state;
-  XXH3_INITSTATE(&state);
-  XXH3_64bits_reset(&state);
+  ir::Xxh3Stream checksum;
   uint64_t payload_size = 0;
   for (const auto& piece : pieces) {
-    if (!piece.empty()) XXH3_64bits_update(&state, piece.data(), piece.size());
+    checksum.update(piece.data(), piece.size());
     payload_size += piece.size();
   }
   const std::string prefix = encode_entry_prefix(encoded_key, key_hash, model_hash, payload_size,
-                                                 XXH3_64bits_digest(&state));
+                                                 checksum.digest());
   std::vector<Span<const uint8_t>> file;
   file.reserve(pieces.size() + 1);
   file.emplace_back(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());

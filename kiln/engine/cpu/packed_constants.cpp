@@ -1,7 +1,6 @@
 #include <kiln/engine/cpu/packed_constants.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <kiln/engine/ir/xxh3.h>
 
 namespace kiln::engine::cpu {
 
@@ -76,6 +75,6 @@ uint64_t PackedConstants::owned_bytes() const {
   return owned_bytes_;
 }
 
-uint64_t hash_source(const void* data, size_t size) { return XXH3_64bits(data, size); }
+uint64_t hash_source(const void* data, size_t size) { return ir::xxh3_64(data, size); }
 
 }  // namespace kiln::engine::cpu

@@ -1,7 +1,6 @@
 #include <kiln/engine/ir/graph.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <kiln/engine/ir/xxh3.h>
 
 namespace kiln::engine::ir {
 
@@ -50,14 +49,12 @@ int Graph::add_value(Value value) {
 uint64_t hash_weight(runtime::ScalarType dtype, runtime::Span<const int64_t> sizes,
                      runtime::Span<const uint8_t> data) {
   // XXH3 runs at memory speed: a package's reader hashes every weight, so this is load time.
-  XXH3_state_t state;
-  XXH3_INITSTATE(&state);
-  XXH3_64bits_reset(&state);
+  Xxh3Stream hash;
   auto code = static_cast<uint8_t>(dtype);
-  XXH3_64bits_update(&state, &code, 1);
-  XXH3_64bits_update(&state, sizes.data(), sizes.size() * sizeof(int64_t));
-  XXH3_64bits_update(&state, data.data(), data.size());
-  return XXH3_64bits_digest(&state);
+  hash.update(&code, 1);
+  hash.update(sizes.data(), sizes.size() * sizeof(int64_t));
+  hash.update(data.data(), data.size());
+  return hash.digest();
 }
 
 uint64_t hash_weight(const Weight& weight) {

@@ -1,8 +1,7 @@
 #include <kiln/engine/package/model_check.h>
 #include <kiln/engine/package/package_format.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <kiln/engine/ir/xxh3.h>
 
 #include <algorithm>
 #include <map>
@@ -30,15 +29,13 @@ const uint8_t* content_hash_field(const schema::Package* root) {
 
 uint64_t hash_package(runtime::Span<const uint8_t> flatbuffer, const uint8_t* hash_field) {
   static constexpr uint8_t kZeros[sizeof(uint64_t)] = {};
-  XXH3_state_t state;
-  XXH3_INITSTATE(&state);
-  XXH3_64bits_reset(&state);
+  ir::Xxh3Stream hash;
   size_t before = static_cast<size_t>(hash_field - flatbuffer.data());
-  XXH3_64bits_update(&state, flatbuffer.data(), before);
-  XXH3_64bits_update(&state, kZeros, sizeof(kZeros));
+  hash.update(flatbuffer.data(), before);
+  hash.update(kZeros, sizeof(kZeros));
   size_t after = before + sizeof(kZeros);
-  XXH3_64bits_update(&state, flatbuffer.data() + after, flatbuffer.size() - after);
-  return XXH3_64bits_digest(&state);
+  hash.update(flatbuffer.data() + after, flatbuffer.size() - after);
+  return hash.digest();
 }
 
 }  // namespace format
