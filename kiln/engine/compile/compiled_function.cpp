@@ -137,11 +137,20 @@ Status run_runtime_matmul(CompiledFunctionImpl& impl, Step& step) {
   return step.runtime_matmul->run(a, b, out.to_tensor());
 }
 
+// A run-time-shape row op (Softmax, LayerNormalization): its result is sized as its input.
+Status run_runtime_rows(CompiledFunctionImpl& impl, Step& step) {
+  const Tensor& x = impl.slots[static_cast<size_t>(step.inputs[0])]->tensor();
+  EValue& out = impl.slots[static_cast<size_t>(step.outputs[0])]->value;
+  KILN_RETURN_IF_ERROR(impl.resize(out, x.sizes()));
+  return step.runtime_rows->run(x, out.to_tensor());
+}
+
 }  // namespace
 
 Status run_step(CompiledFunctionImpl& impl, Step& step) {
   Status status = step.cpu_op != nullptr ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
                   : step.runtime_matmul != nullptr ? run_runtime_matmul(impl, step)
+                  : step.runtime_rows != nullptr   ? run_runtime_rows(impl, step)
                                                    : step.kernel(*step.context, step.ref_inputs,
                                                                  step.ref_outputs, step.attributes);
   if (status.ok()) return status;

@@ -4,6 +4,7 @@
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/cpu/runtime_matmul.h>
+#include <kiln/engine/cpu/runtime_rows.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 #include <kiln/runtime/core/evalue.h>
 #include <kiln/runtime/executor/kernel_registry.h>
@@ -63,8 +64,8 @@ struct Slot {
   runtime::Tensor& tensor() { return value.to_tensor(); }
 };
 
-/// One step: a oneDNN op (possibly fused), a run-time-shape MatMul (shape-generic plans) or a
-/// reference kernel call.
+/// One step: a oneDNN op (possibly fused), a run-time-shape MatMul or row op (shape-generic
+/// plans) or a reference kernel call.
 struct Step {
   PlacementEntry placement;
   std::vector<int> inputs;   ///< Slot indices (-1: absent), as the implementation takes them.
@@ -73,6 +74,10 @@ struct Step {
   /// Shape-generic plans: reads slot `inputs[0]` (any rows), writes the Dynamic slot
   /// `outputs[0]`, sized at each run.
   std::unique_ptr<cpu::RuntimeMatMul> runtime_matmul;
+  /// Shape-generic plans: a Softmax, LogSoftmax or LayerNormalization of slot `inputs[0]`
+  /// (LayerNormalization's Scale and B: constant slots the op holds), writing the Dynamic slot
+  /// `outputs[0]`, sized as its input at each run.
+  std::unique_ptr<cpu::RuntimeRows> runtime_rows;
 
   std::unique_ptr<cpu::CpuOp> cpu_op;
   std::vector<const runtime::Tensor*> cpu_inputs;

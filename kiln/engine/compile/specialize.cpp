@@ -323,6 +323,8 @@ class Builder {
   Status place(size_t n);
   Result<std::unique_ptr<cpu::RuntimeMatMul>> try_runtime_matmul(size_t n, Step& step,
                                                                  std::string& why);
+  Result<std::unique_ptr<cpu::RuntimeRows>> try_runtime_rows(size_t n, Step& step,
+                                                             std::string& why);
   Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node, const FusionGroup* group,
                                                  Step& step, std::string& why);
   Status plan_memory();
@@ -527,6 +529,55 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
   return op;
 }
 
+// A Softmax, LogSoftmax or LayerNormalization of a shape-generic plan, on cpu::RuntimeRows
+// (kiln's own row loops). LayerNormalization's Scale and B constants are checked against
+// their content hashes now and read at each run.
+Result<std::unique_ptr<cpu::RuntimeRows>> Builder::try_runtime_rows(size_t n, Step& step,
+                                                                    std::string& why) {
+  const ir::Node& node = graph_.nodes[n];
+  // Optional outputs nobody reads do not count (LayerNormalization's Mean and InvStdDev).
+  size_t outputs = node.outputs.size();
+  while (outputs > 1 &&
+         (node.outputs[outputs - 1] < 0 || num_uses_[node.outputs[outputs - 1]] == 0)) {
+    --outputs;
+  }
+  if (node.inputs.empty() || node.inputs[0] < 0 || outputs != 1 || node.outputs[0] < 0) {
+    why = "shape known only at run time (run-time-shape rows take input 0 and one output)";
+    return Status(Error::NotSupported, why);
+  }
+  cpu::OpDesc desc;
+  desc.op = node.op;
+  desc.attributes = node.attributes;
+  desc.num_threads = options_.num_threads;
+  // The input's rank when the model knows it (sizes of 1: only the rank counts), else none.
+  const ir::TensorType& x_type = graph_.values[static_cast<size_t>(node.inputs[0])].type;
+  desc.inputs.push_back(cpu::TensorDesc{
+      slot(node.inputs[0]).dtype,
+      std::vector<int64_t>(x_type.rank_known ? x_type.shape.size() : 0, 1)});
+  desc.constants.push_back(nullptr);
+  for (size_t i = 1; i < node.inputs.size(); ++i) {
+    const int v = node.inputs[i];
+    const bool constant = v >= 0 && slot(v).kind == Slot::Kind::Constant;
+    std::vector<int64_t> sizes;
+    if (constant) sizes.assign(slot(v).tensor().sizes().begin(), slot(v).tensor().sizes().end());
+    desc.inputs.push_back(cpu::TensorDesc{v >= 0 ? slot(v).dtype : ScalarType::Float32, sizes});
+    desc.inputs_present.resize(i, true);
+    desc.inputs_present.push_back(v >= 0);
+    desc.constants.push_back(constant ? &slot(v).tensor() : nullptr);
+  }
+  auto op = cpu::RuntimeRows::create(desc);
+  if (!op.ok()) {
+    why = "shape known only at run time; no run-time-shape rows: " + op.status().message();
+    return op.status();
+  }
+  // The constants are read at each run, never packed: check their bytes once, here.
+  KILN_RETURN_IF_ERROR(verify_inputs(node));
+  step.inputs = node.inputs;
+  step.outputs = {node.outputs[0]};
+  step.placement = PlacementEntry{node.name, node.op, "cpu:kiln", {}, (*op)->describe()};
+  return op;
+}
+
 Status Builder::place(size_t n) {
   const ir::Node& node = graph_.nodes[n];
   std::string why = "no oneDNN implementation";
@@ -565,6 +616,15 @@ Status Builder::place(size_t n) {
       auto op = try_runtime_matmul(n, step, why);
       if (op.ok()) {
         step.runtime_matmul = std::move(*op);
+        impl_->steps.push_back(std::move(step));
+        return Status();
+      }
+    }
+    if (impl_->generic && cpu::RuntimeRows::handles(node.op)) {
+      Step step;
+      auto op = try_runtime_rows(n, step, why);
+      if (op.ok()) {
+        step.runtime_rows = std::move(*op);
         impl_->steps.push_back(std::move(step));
         return Status();
       }

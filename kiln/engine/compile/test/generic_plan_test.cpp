@@ -88,6 +88,67 @@ TEST(GenericPlan, OnePlanRunsEveryShapeLikeTheReference) {
   }
 }
 
+/// x [2, seq, 24] → LayerNormalization(scale, B) → MatMul(W) [2, seq, 40] → Softmax and
+/// LogSoftmax (last axis) → Add = out; and LayerNormalization without B of the MatMul's result.
+/// Rows of 24 and 40 floats: whole vectors of 16 and a remainder.
+ir::Model row_ops_model() {
+  ModelBuilder b(8);
+  ir::Dim seq = ir::Dim::symbol("seq");
+  int x = b.input("x", {2, seq, 24});
+  int scale = b.weight("scale", {24}, 1.5f);
+  int bias = b.weight("bias", {24});
+  int w = b.weight("w", {24, 40}, 2.0f);
+  int scale2 = b.weight("scale2", {40}, 1.5f);
+  int n = b.value("n", {2, seq, 24});
+  int h = b.value("h", {2, seq, 40});
+  int p = b.value("p", {2, seq, 40});
+  int lp = b.value("lp", {2, seq, 40});
+  int out = b.value("out", {2, seq, 40});
+  int n2 = b.value("n2", {2, seq, 40});
+  b.node("LayerNormalization", {x, scale, bias}, {n},
+         {int_attr("axis", -1), ir::Attribute{"epsilon", 1e-3}});
+  b.node("MatMul", {n, w}, {h});
+  b.node("Softmax", {h}, {p}, {int_attr("axis", -1)});
+  b.node("LogSoftmax", {h}, {lp}, {int_attr("axis", 2)});
+  b.node("Add", {p, lp}, {out});
+  b.node("LayerNormalization", {h, scale2}, {n2}, {int_attr("axis", 2)});
+  b.output(out);
+  b.output(n2);
+  return b.build();
+}
+
+TEST(GenericPlan, SoftmaxAndLayerNormRunOnKilnRowLoops) {
+  ir::Model model = row_ops_model();
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    CompileOptions options;
+    options.num_threads = threads;
+    auto compiled = compile::specialize_generic(model, "main", cpu_only(), options);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+    compile::CompiledFunction& f = **compiled;
+    int on_rows = 0;
+    for (const auto& entry : f.placement()) {
+      if (entry.op != "Softmax" && entry.op != "LogSoftmax" && entry.op != "LayerNormalization") {
+        continue;
+      }
+      EXPECT_EQ(entry.device, "cpu:kiln") << entry.node << ": " << entry.detail;
+      EXPECT_THAT(entry.detail, HasSubstr("kiln rows (run-time shapes)"));
+      ++on_rows;
+    }
+    EXPECT_EQ(on_rows, 4);
+    uint32_t seed = 40;
+    // 2 x 700 rows of 40: enough work to split over two threads.
+    for (int64_t seq : {5, 1, 700, 17}) {
+      SCOPED_TRACE("seq " + std::to_string(seq));
+      std::vector<Buffer> inputs;
+      std::vector<Buffer> outputs = run_generic(f, {2, seq, 24}, seed++, &inputs);
+      std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
+      expect_close(outputs[0].tensor, expected[0].tensor);
+      expect_close(outputs[1].tensor, expected[1].tensor);
+    }
+  }
+}
+
 TEST(GenericPlan, StorageGrowsOnlyForLargerShapes) {
   ir::Model model = attention_like_model();
   auto compiled = compile::specialize_generic(model, "main", cpu_only());

@@ -1,0 +1,312 @@
+// RuntimeRows: Softmax, LogSoftmax and LayerNormalization of run-time shapes on vectorized
+// row loops of kiln's own (16 floats per vector; AVX-512 and AVX2 clones).
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/runtime_rows.h>
+#include <kiln/engine/cpu/vector_math.h>
+#include <kiln/kernels/kernels.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln::engine::cpu {
+
+using runtime::Error;
+using runtime::Result;
+using runtime::ScalarType;
+using runtime::Span;
+using runtime::Status;
+using runtime::Tensor;
+using vec::Floats;
+using vec::kLanes;
+
+namespace {
+
+enum class RowKind { Softmax, LogSoftmax, LayerNorm };
+
+// Below this many elements per thread, starting and joining threads costs more than the rows
+// (about 10 us of single-thread work).
+constexpr int64_t kMinElementsPerThread = 16384;
+
+float horizontal_max(Floats v) {
+  float m = v[0];
+  for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+float horizontal_sum(Floats v) {
+  // Pairwise, as a tree: the lanes are partial sums of similar size.
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) v[i] += v[i + width];
+  }
+  return v[0];
+}
+
+// Softmax or log-softmax of rows [begin, end) of `cols` floats each. NaN and infinities
+// propagate as in the reference kernel: a row holding NaN or +inf, or only -inf, has a NaN
+// among its shifted values (inf - inf), whose exponential (exp_of's too) is NaN, and so is
+// every output; -inf beside finite values gives 0 (log-softmax: -inf).
+KILN_VECTOR_CLONES void softmax_rows(const float* x, float* y, int64_t begin, int64_t end,
+                                     int64_t cols, bool log) {
+  const int64_t full = cols / kLanes * kLanes;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* in = x + r * cols;
+    float* out = y + r * cols;
+    Floats vmax = vec::splat(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < full; j += kLanes) {
+      const Floats v = vec::load(in + j);
+      vmax = v > vmax ? v : vmax;
+    }
+    float max = horizontal_max(vmax);
+    for (int64_t j = full; j < cols; ++j) max = in[j] > max ? in[j] : max;
+    // Masked logits (attention's -1e9 or -inf) sit far below the max: exp_of clamps them to
+    // e^-87, which cannot change a sum of at least 1.
+    Floats vsum = vec::splat(0.0f);
+    const Floats shift = vec::splat(max);
+    for (int64_t j = 0; j < full; j += kLanes) {
+      const Floats e = vec::exp_of(vec::load(in + j) - shift);
+      if (!log) vec::store(out + j, e);
+      vsum += e;
+    }
+    float sum = horizontal_sum(vsum);
+    for (int64_t j = full; j < cols; ++j) {
+      const float shifted = in[j] - max;
+      const float e = shifted < -87.0f ? 0.0f : std::exp(shifted);
+      if (!log) out[j] = e;
+      sum += e;
+    }
+    if (log) {
+      const Floats offset = vec::splat(max + std::log(sum));
+      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) - offset);
+      const float scalar_offset = max + std::log(sum);
+      for (int64_t j = full; j < cols; ++j) out[j] = in[j] - scalar_offset;
+    } else {
+      const Floats inv = vec::splat(1.0f / sum);
+      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(out + j) * inv);
+      for (int64_t j = full; j < cols; ++j) out[j] = out[j] / sum;
+    }
+  }
+}
+
+// Layer normalization of rows [begin, end) of `cols` floats: (x - mean) / sqrt(var + eps) *
+// scale (+ bias), with the mean and variance of each row (two passes, float sums).
+KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
+                                        int64_t cols, const float* scale, const float* bias,
+                                        float epsilon) {
+  const int64_t full = cols / kLanes * kLanes;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* in = x + r * cols;
+    float* out = y + r * cols;
+    Floats vsum = vec::splat(0.0f);
+    for (int64_t j = 0; j < full; j += kLanes) vsum += vec::load(in + j);
+    float sum = horizontal_sum(vsum);
+    for (int64_t j = full; j < cols; ++j) sum += in[j];
+    const float mean = sum * inv_cols;
+    const Floats vmean = vec::splat(mean);
+    Floats vsquares = vec::splat(0.0f);
+    for (int64_t j = 0; j < full; j += kLanes) {
+      const Floats d = vec::load(in + j) - vmean;
+      vsquares += d * d;
+    }
+    float squares = horizontal_sum(vsquares);
+    for (int64_t j = full; j < cols; ++j) squares += (in[j] - mean) * (in[j] - mean);
+    const float inv_std = 1.0f / std::sqrt(squares * inv_cols + epsilon);
+    const Floats vinv = vec::splat(inv_std);
+    for (int64_t j = 0; j < full; j += kLanes) {
+      Floats v = (vec::load(in + j) - vmean) * vinv * vec::load(scale + j);
+      if (bias != nullptr) v += vec::load(bias + j);
+      vec::store(out + j, v);
+    }
+    for (int64_t j = full; j < cols; ++j) {
+      float v = (in[j] - mean) * inv_std * scale[j];
+      if (bias != nullptr) v += bias[j];
+      out[j] = v;
+    }
+  }
+}
+
+// The sizes with leading 1s dropped: a Scale of [1, 768] reads as [768].
+Span<const int64_t> without_leading_ones(Span<const int64_t> sizes) {
+  size_t skip = 0;
+  while (skip + 1 < sizes.size() && sizes[skip] == 1) ++skip;
+  return sizes.subspan(skip);
+}
+
+}  // namespace
+
+struct RuntimeRows::Impl {
+  RowKind kind = RowKind::Softmax;
+  int64_t rank = 0;   ///< 0: known only at run time.
+  int64_t axis = -1;  ///< As the attribute: negative counts from the end.
+  float epsilon = 1e-5f;
+  const Tensor* scale = nullptr;
+  const Tensor* bias = nullptr;
+  int num_threads = 1;
+};
+
+bool RuntimeRows::handles(std::string_view op) {
+  return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization";
+}
+
+Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
+  using dnnl_impl::Attrs;
+  using dnnl_impl::error;
+  if (!handles(desc.op)) {
+    return error(desc, Error::NotSupported,
+                 "is not Softmax, LogSoftmax or LayerNormalization (no run-time-shape rows)");
+  }
+  if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  if (desc.num_outputs != 1) {
+    return error(desc, Error::NotSupported,
+                 "asks for " + std::to_string(desc.num_outputs) +
+                     " outputs (expected 1: no Mean or InvStdDev)");
+  }
+  const bool layer_norm = desc.op == "LayerNormalization";
+  KILN_RETURN_IF_ERROR(dnnl_impl::check_inputs(desc, layer_norm ? 2 : 1, layer_norm ? 3 : 1));
+  auto impl = std::make_unique<Impl>();
+  impl->kind = layer_norm                ? RowKind::LayerNorm
+               : desc.op == "LogSoftmax" ? RowKind::LogSoftmax
+                                         : RowKind::Softmax;
+  impl->rank = static_cast<int64_t>(desc.inputs[0].sizes.size());
+  if (desc.inputs[0].dtype != ScalarType::Float32) {
+    return error(
+        desc, Error::NotSupported,
+        "input 0 is " + std::string(runtime::to_string(desc.inputs[0].dtype)) + " (expected f32)");
+  }
+  Attrs attrs(desc);
+  KILN_ASSIGN_OR_RETURN(impl->axis, attrs.get_int("axis", -1));
+  if (impl->rank > 0) {
+    if (impl->axis < -impl->rank || impl->axis >= impl->rank) {
+      return error(desc, Error::InvalidArgument,
+                   "attribute 'axis' has value " + std::to_string(impl->axis) + " (expected " +
+                       std::to_string(-impl->rank) + ".." + std::to_string(impl->rank - 1) + ")");
+    }
+    const int64_t axis = impl->axis < 0 ? impl->axis + impl->rank : impl->axis;
+    if (!layer_norm && axis != impl->rank - 1) {
+      return error(desc, Error::NotSupported,
+                   "attribute 'axis' is " + std::to_string(impl->axis) + " (only the last axis, " +
+                       std::to_string(impl->rank - 1) + ", runs on run-time-shape rows)");
+    }
+  }
+  if (layer_norm) {
+    KILN_ASSIGN_OR_RETURN(double epsilon, attrs.get_float("epsilon", 1e-5));
+    KILN_ASSIGN_OR_RETURN(int64_t stash, attrs.get_int("stash_type", 1));
+    if (stash != 1) {
+      return error(desc, Error::NotSupported,
+                   "attribute 'stash_type' is " + std::to_string(stash) +
+                       " (only 1, float statistics, runs on run-time-shape rows)");
+    }
+    impl->epsilon = static_cast<float>(epsilon);
+    const bool has_bias = desc.inputs.size() == 3 && dnnl_impl::input_present(desc, 2);
+    for (size_t i = 1; i < (has_bias ? 3u : 2u); ++i) {
+      const Tensor* c = i < desc.constants.size() ? desc.constants[i] : nullptr;
+      if (c == nullptr) {
+        return error(desc, Error::NotSupported,
+                     "input " + std::to_string(i) + " is computed (expected a constant)");
+      }
+      if (c->dtype() != ScalarType::Float32) {
+        return error(desc, Error::NotSupported,
+                     "input " + std::to_string(i) + " is " +
+                         std::string(runtime::to_string(c->dtype())) + " (expected f32)");
+      }
+    }
+    impl->scale = desc.constants[1];
+    impl->bias = has_bias ? desc.constants[2] : nullptr;
+  }
+  impl->num_threads = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
+  return std::unique_ptr<RuntimeRows>(new RuntimeRows(std::move(impl)));
+}
+
+RuntimeRows::RuntimeRows(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RuntimeRows::~RuntimeRows() = default;
+
+Status RuntimeRows::run(const Tensor& x, Tensor& out) {
+  const Impl& impl = *impl_;
+  const char* op = impl.kind == RowKind::LayerNorm ? "LayerNormalization"
+                   : impl.kind == RowKind::Softmax ? "Softmax"
+                                                   : "LogSoftmax";
+  if (impl.rank > 0 && x.dim() != impl.rank) {
+    return Status(Error::InvalidArgument, std::string("run op '") + op +
+                                              "' (run-time shapes): input 0 has shape " +
+                                              runtime::shape_to_string(x.sizes()) +
+                                              " (expected rank " + std::to_string(impl.rank) + ")");
+  }
+  if (!std::equal(out.sizes().begin(), out.sizes().end(), x.sizes().begin(), x.sizes().end())) {
+    return Status(Error::InvalidArgument,
+                  std::string("run op '") + op + "' (run-time shapes): output 0 has shape " +
+                      runtime::shape_to_string(out.sizes()) + " (expected " +
+                      runtime::shape_to_string(x.sizes()) + ", as input 0)");
+  }
+  // An axis outside the rank, or (Softmax) not the last: the reference kernel runs the call
+  // and reports what it does not take.
+  const int64_t axis = impl.axis < 0 ? impl.axis + x.dim() : impl.axis;
+  bool own_loops = axis >= 0 && axis < x.dim() &&
+                   (impl.kind == RowKind::LayerNorm || axis == x.dim() - 1) &&
+                   x.dtype() == ScalarType::Float32 && out.dtype() == ScalarType::Float32 &&
+                   x.is_contiguous() && out.is_contiguous();
+  int64_t cols = 1;
+  for (int64_t d = std::max<int64_t>(axis, 0); d < x.dim(); ++d) cols *= x.size(d);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  if (impl.kind == RowKind::LayerNorm) {
+    // Scale and B must be the normalized dims themselves (leading 1s aside), not broadcasts;
+    // anything else (including shapes that do not broadcast) is the reference kernel's.
+    const Span<const int64_t> dims = x.sizes().subspan(static_cast<size_t>(own_loops ? axis : 0));
+    const Span<const int64_t> normalized = without_leading_ones(dims);
+    for (const Tensor* c : {impl.scale, impl.bias}) {
+      if (c == nullptr) continue;
+      const Span<const int64_t> sizes = without_leading_ones(c->sizes());
+      own_loops = own_loops && c->is_contiguous() && c->sizes().size() <= dims.size() &&
+                  std::equal(sizes.begin(), sizes.end(), normalized.begin(), normalized.end());
+    }
+  }
+  if (!own_loops) {
+    if (impl.kind == RowKind::LayerNorm) {
+      kernels::LayerNormOptions options;
+      options.axis = impl.axis;
+      options.epsilon = impl.epsilon;
+      return kernels::layer_norm(x, *impl.scale, impl.bias, options, out, nullptr, nullptr);
+    }
+    return impl.kind == RowKind::Softmax ? kernels::softmax(x, impl.axis, out)
+                                         : kernels::log_softmax(x, impl.axis, out);
+  }
+  if (rows == 0 || cols == 0) return Status();
+  const float* in = x.data_ptr<float>();
+  float* result = out.mutable_data_ptr<float>();
+  auto run_rows = [&](int64_t begin, int64_t end) {
+    if (impl.kind == RowKind::LayerNorm) {
+      layer_norm_rows(in, result, begin, end, cols, impl.scale->data_ptr<float>(),
+                      impl.bias != nullptr ? impl.bias->data_ptr<float>() : nullptr, impl.epsilon);
+    } else {
+      softmax_rows(in, result, begin, end, cols, impl.kind == RowKind::LogSoftmax);
+    }
+  };
+  const int64_t by_work = rows * cols / kMinElementsPerThread;
+  const int parts =
+      static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({impl.num_threads, by_work, rows})));
+  if (parts == 1) {
+    run_rows(0, rows);
+    return Status();
+  }
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int t = 0; t < parts; ++t) run_rows(rows * t / parts, rows * (t + 1) / parts);
+  return Status();
+}
+
+std::string RuntimeRows::describe() const {
+  switch (impl_->kind) {
+    case RowKind::Softmax:
+      return "kiln rows (run-time shapes): softmax over the last axis";
+    case RowKind::LogSoftmax:
+      return "kiln rows (run-time shapes): log-softmax over the last axis";
+    case RowKind::LayerNorm:
+      return "kiln rows (run-time shapes): layer normalization from axis " +
+             std::to_string(impl_->axis);  // as the attribute gives it
+  }
+  return {};
+}
+
+}  // namespace kiln::engine::cpu

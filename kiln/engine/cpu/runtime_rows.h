@@ -1,0 +1,56 @@
+#pragma once
+
+#include <kiln/engine/cpu/cpu_op.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kiln::engine::cpu {
+
+/// Softmax, LogSoftmax and LayerNormalization whose shapes are known only at run time, on
+/// loops of kiln's own (vectorized, rows split over the op's threads): oneDNN's softmax and
+/// layer normalization take no run-time dimensions, so without this a shape-generic plan
+/// (`compile::specialize_generic`) runs them on the reference kernels, several times slower.
+/// - Softmax, LogSoftmax (opset 13): along the last axis, f32.
+/// - LayerNormalization: over the dims from `axis` to the end, f32, with a constant Scale and
+///   an optional constant B of the normalized dims (leading 1s aside), in float statistics
+///   (`stash_type` 1); no Mean or InvStdDev output.
+/// A call the loops do not cover (an axis that is not the last for Softmax or lies outside the
+/// input's rank, a non-contiguous tensor, a Scale or B that broadcasts) runs on the reference
+/// kernel, with its semantics and errors. Results match the reference kernels' to about 1e-6
+/// relative (exp by polynomial, float sums in 16 lanes).
+///
+/// Thread-safety: as `CpuOp` (one op runs on one thread at a time).
+class RuntimeRows {
+ public:
+  /// Whether `op` is one of the ops above.
+  static bool handles(std::string_view op);
+
+  /// `desc.op` is one of the ops above. `desc.inputs[0].sizes` gives only the input's rank
+  /// (any values), or is empty when the rank is known only at run time. LayerNormalization's
+  /// `desc.constants[1]` (and `[2]`, when B is present) are its Scale and B, read at each run:
+  /// they must outlive the op. Errors: NotSupported naming what is not handled (an input that
+  /// is not f32, an axis other than the last for Softmax of a known rank, `stash_type` 11, a
+  /// Mean or InvStdDev output, a Scale or B that is not a constant); InvalidArgument for an
+  /// axis outside a known rank or a missing input.
+  static runtime::Result<std::unique_ptr<RuntimeRows>> create(const OpDesc& desc);
+  ~RuntimeRows();
+  RuntimeRows(const RuntimeRows&) = delete;
+  RuntimeRows& operator=(const RuntimeRows&) = delete;
+
+  /// Computes the op of `x` into `out`, which must already have x's sizes. Errors:
+  /// InvalidArgument for `x` of another rank than a rank known at creation, or `out` of other
+  /// sizes; those of the reference kernel where it runs.
+  runtime::Status run(const runtime::Tensor& x, runtime::Tensor& out);
+
+  /// The implementation, e.g. "kiln rows (run-time shapes): softmax over the last axis".
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  explicit RuntimeRows(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::engine::cpu
