@@ -280,6 +280,13 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
       return packed.ok() ? packed : error(desc, Error::Internal, packed.message());
     }
     try {
+      // On one thread (oneDNN sizes a reorder's split when it is created): a model's packings
+      // are interleaved with serial work (code generation, planning), during which a woken
+      // OpenMP team spins for its next region; on a virtual machine that spinning made a
+      // 2-thread specialization about twice as slow (each of the serial part's page-table
+      // changes then interrupts the spinning core). A reorder is memory-bound: one thread
+      // streams it almost as fast.
+      ThreadScope one_thread(1);
       dnnl::memory from = wrap(source_md, source);
       dnnl::memory to(target, cpu_engine(), data);
       // The scratchpad (Winograd transforms: megabytes) comes from bulk memory: as oneDNN's
