@@ -13,7 +13,8 @@
 // and stores). The first cold process and one short ORT run calibrate the runs per process: as
 // many as fit in a few seconds, at least 3 and at most --runs (default 100). Then, for each
 // round (default 3), model and thread count, `kiln bench --json` (a warm load: the same cache
-// directory) and `bench_ort.mjs` run one after the other (the order alternates between rounds).
+// directory; then `--later-loads`, as many as ORT's later sessions) and `bench_ort.mjs` run one
+// after the other (the order alternates between rounds).
 // Each cell of the table is the median over the rounds of each process's median latency, load
 // time or ORT session creation time; the cold load is the median `load_ms` of the cold
 // processes (the first, and one more per round, each with its own fresh cache directory); the
@@ -137,10 +138,12 @@ function prepareModel(name, entry, manifest, args) {
 }
 
 // `kiln bench` of the job at `threads`: `--option KilnBackend.cache_dir` is the job's cache
-// directory for that thread count (backend kiln only).
+// directory for that thread count (backend kiln only); `counts.laterLoads` more loads in the
+// process when given.
 function kilnBench(job, threads, counts, args, cacheDir = job.cacheDirs.get(threads)) {
   const options = [];
   if (cacheDir) options.push('--option', `KilnBackend.cache_dir=${cacheDir}`);
+  if (counts.laterLoads) options.push('--later-loads', `${counts.laterLoads}`);
   return runJson(args.kiln, ['bench', job.program, ...job.inputFlags, ...options,
                              '--threads', `${threads}`, '--warmup', `${counts.warmup}`,
                              '--runs', `${counts.runs}`, '--json'], 'kiln bench');
@@ -258,7 +261,9 @@ function main() {
       if (job.failed) continue;
       for (const threads of args.threads) {
         const cell = job.results.get(threads);
-        const counts = { warmup: job.plan.kilnWarmup, runs: job.plan.kilnRuns };
+        // As many later loads as ORT's process creates later sessions.
+        const counts = { warmup: job.plan.kilnWarmup, runs: job.plan.kilnRuns,
+                         laterLoads: job.plan.sessions - 1 };
         try {
           cell.cold.push(roundCold(job, threads, args));
           const sides = [() => cell.kiln.push(kilnBench(job, threads, counts, args)),

@@ -52,6 +52,22 @@ endforeach()
 if(NOT BACKEND STREQUAL "kiln" OR AOT)
   return()
 endif()
+# kiln bench --later-loads: two more whole loads in the process (unshared), from the cache the
+# runs above filled; a sharing option beside it is refused.
+execute_process(COMMAND "${KILN}" bench "${WORK_DIR}/digits.kiln" --input
+                        "x=${DIGITS_DIR}/test_images.npy" --runs 2 --warmup 0 --later-loads 2
+                        --option "KilnBackend.cache_dir=${WORK_DIR}/cache"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "cache hit"
+   OR NOT out MATCHES "later     2 more load\\(s\\) in this process: [0-9.]+ ms [0-9.]+ ms \\(cache hit\\)")
+  message(FATAL_ERROR "kiln bench --later-loads (exit ${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND "${KILN}" bench "${WORK_DIR}/digits.kiln" --later-loads 1
+                        --option KilnBackend.share_multifunction_model=true
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--later-loads loads the method again with KilnBackend.share_multifunction_model=false")
+  message(FATAL_ERROR "kiln bench --later-loads with a sharing option (exit ${rc}):\n${out}\n${err}")
+endif()
 # Two methods over one multifunction package (weights once), each with its own enumeration.
 execute_process(COMMAND "${KILN}" export -o "${WORK_DIR}/multi.kiln" --multifunction
                         --method "forward=${DIGITS_DIR}/digits.onnx"

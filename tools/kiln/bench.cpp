@@ -127,6 +127,11 @@ void add_bench_flags(CLI::App& app, BenchArgs& args) {
   app.add_option("--runs", args.runs, "Timed runs (default: 10)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--seed", args.seed, "Seed of the random inputs (default: 0)");
+  app.add_option("--later-loads", args.later_loads,
+                 "Load the method this many times more, each by a new module in this process "
+                 "(KilnBackend delegates unshared), before the first run; their times are "
+                 "reported as later loads (default: 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100}));
   app.add_flag("--json", args.json, "Print one JSON object instead of text");
   app.add_flag("--profile", args.profile,
                "Time each engine step over the timed runs and list the slowest (timing adds "
@@ -183,6 +188,43 @@ Result<runtime::LoadBackendOptionsMap> bench_backend_options(const BenchArgs& ar
   return parse_option_args(options);
 }
 
+namespace {
+
+// `args.later_loads` more loads of the method, each by a new Module (released before the next),
+// with the options of the first load and, for KilnBackend delegates, sharing off.
+Status later_loads(const BenchArgs& args, const MethodMeta& meta, BenchReport& report) {
+  if (args.later_loads == 0) return Status();
+  BenchArgs unshared = args;
+  if (has_kiln_delegate(meta)) {
+    const std::string share = std::string(kKilnBackendId) + "." +
+                              std::string(backends::kShareMultifunctionModelKey);
+    for (const auto& text : args.options) {
+      if (text.rfind(share + "=", 0) == 0) {
+        return Status(Error::InvalidArgument,
+                      "bench: --later-loads loads the method again with " + share +
+                          "=false, and --option '" + text +
+                          "' sets it too (expected --later-loads without it)");
+      }
+    }
+    unshared.options.push_back(share + "=false");
+  }
+  ThreadPlan plan;
+  KILN_ASSIGN_OR_RETURN(auto options, bench_backend_options(unshared, meta, plan));
+  const backends::KilnLoadCounters before = backends::kiln_load_counters();
+  for (int64_t i = 0; i < args.later_loads; ++i) {
+    Module later(args.program, Module::LoadMode::Mmap);
+    auto start = Clock::now();
+    KILN_RETURN_IF_ERROR(later.load().with_context("bench: later load"));
+    KILN_RETURN_IF_ERROR(later.load_method(report.method, options.empty() ? nullptr : &options)
+                             .with_context("bench: later load"));
+    report.later_load_ms.push_back(ms_since(start));
+  }
+  report.later_cache = cache_state(before, backends::kiln_load_counters());
+  return Status();
+}
+
+}  // namespace
+
 Result<BenchReport> run_bench(const BenchArgs& args) {
   BenchReport report;
   report.program = args.program;
@@ -216,6 +258,8 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
        i < after.recent_warnings.size(); ++i) {
     std::cerr << "kiln bench: warning: " << after.recent_warnings[i] << "\n";
   }
+
+  KILN_RETURN_IF_ERROR(later_loads(args, meta, report));
 
   KILN_ASSIGN_OR_RETURN(runtime::Method * method, module.method(report.method));
   std::vector<std::vector<EValue>> input_sets;
@@ -274,6 +318,18 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
       {"program_load_ms", report.program_load_ms},
       {"method_load_ms", report.method_load_ms},
       {"cache", report.cache},
+  };
+  if (!report.later_load_ms.empty()) {
+    std::vector<double> sorted = report.later_load_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    out["later_loads_ms"] = {
+        {"median", n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2},
+        {"min", sorted.front()},
+        {"all", report.later_load_ms},
+        {"cache", report.later_cache}};
+  }
+  out.update(nlohmann::ordered_json{
       {"first_run_ms", report.first_run_ms},
       {"warmup", report.warmup},
       {"runs", report.run_ms.size()},
@@ -283,7 +339,7 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
         {"min", report.latency.min},
         {"mean", report.latency.mean}}},
       {"run_ms", report.run_ms},
-  };
+  });
   if (!report.input_sets.empty()) {
     nlohmann::ordered_json sets = nlohmann::ordered_json::array();
     for (const auto& set : report.input_sets) {
@@ -325,8 +381,13 @@ std::string bench_text(const BenchReport& report) {
       << "\n"
       << "load      " << format_ms(report.load_ms()) << " (program "
       << format_ms(report.program_load_ms) << ", method " << format_ms(report.method_load_ms)
-      << ", cache " << report.cache << ")\n"
-      << "first run " << format_ms(report.first_run_ms) << "\n";
+      << ", cache " << report.cache << ")\n";
+  if (!report.later_load_ms.empty()) {
+    out << "later     " << report.later_load_ms.size() << " more load(s) in this process:";
+    for (double ms : report.later_load_ms) out << " " << format_ms(ms);
+    out << " (cache " << report.later_cache << ")\n";
+  }
+  out << "first run " << format_ms(report.first_run_ms) << "\n";
   for (size_t s = 0; s < report.input_sets.size(); ++s) {
     out << "set " << s << "     first run " << format_ms(report.input_sets[s].first_run_ms);
     for (const auto& input : report.input_sets[s].inputs) {

@@ -37,6 +37,12 @@ struct BenchArgs {
   int64_t runs = 10;
   /// Seed of the random inputs.
   uint64_t seed = 0;
+  /// Loads of the method after the first, each by a new Module of the same program in this
+  /// process (timed, then released), before the first run: what a process that has already
+  /// loaded the model pays to load it again. KilnBackend delegates load them unshared
+  /// (`share_multifunction_model=false`), so each is a whole load (from the cache when
+  /// `cache_dir` holds its specialization), not a reuse of the first load's model.
+  int64_t later_loads = 0;
   /// Print one JSON object instead of text.
   bool json = false;
   /// Time every engine step of the timed runs (`engine::profiling`).
@@ -106,6 +112,10 @@ struct BenchReport {
   /// Whether the method's delegates found their compiled form in a cache: "hit", "miss", or
   /// "off" when no delegate caches (the portable backend never does).
   std::string cache = "off";
+  /// With `later_loads`: each later load (program and method), in order, and what their
+  /// delegates found in the cache ("miss" when any specialized, else "hit" or "off").
+  std::vector<double> later_load_ms;
+  std::string later_cache = "off";
   double first_run_ms = 0;
   int64_t warmup = 0;
   std::vector<double> run_ms;  ///< Each timed run, in order.

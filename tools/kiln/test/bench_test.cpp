@@ -264,6 +264,39 @@ TEST_F(BenchRunTest, JsonHasEveryFieldAndSaneValues) {
   EXPECT_THAT(text, HasSubstr("(5 runs after 2 warm-up)"));
 }
 
+// --later-loads: more loads of the method in the same process, each timed, before the first
+// run; reported in JSON (median, min, each, cache) and text. A program without KilnBackend
+// delegates loads as given; a sharing option beside it is refused (it would be overridden).
+TEST_F(BenchRunTest, LaterLoadsAreTimedAndReported) {
+  BenchArgs bench = args();
+  auto plain = run_bench(bench);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->later_load_ms.empty());
+  EXPECT_FALSE(bench_json(*plain).contains("later_loads_ms"));
+  EXPECT_THAT(bench_text(*plain), ::testing::Not(HasSubstr("later")));
+
+  bench.later_loads = 3;
+  auto report = run_bench(bench);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->later_load_ms.size(), 3u);
+  for (double ms : report->later_load_ms) EXPECT_GT(ms, 0);
+  EXPECT_EQ(report->later_cache, "off");  // no KilnBackend delegate
+  const auto json = bench_json(*report);
+  ASSERT_TRUE(json.contains("later_loads_ms"));
+  const auto& later = json["later_loads_ms"];
+  std::vector<double> sorted = report->later_load_ms;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(later["median"].get<double>(), sorted[1]);
+  EXPECT_DOUBLE_EQ(later["min"].get<double>(), sorted[0]);
+  EXPECT_EQ(later["all"].size(), 3u);
+  EXPECT_EQ(later["cache"], "off");
+  EXPECT_EQ(json["runs"], 5);  // the runs are unchanged
+  EXPECT_THAT(bench_text(*report), HasSubstr("later     3 more load(s) in this process:"));
+
+  EXPECT_EQ(parse({"m.kiln", "--later-loads", "4"}).later_loads, 4);
+  EXPECT_THROW(parse({"m.kiln", "--later-loads", "-1"}), CLI::ParseError);
+}
+
 TEST_F(BenchRunTest, ReadsInputsFromNpy) {
   BenchArgs bench = args();
   const std::string path = write_x(F32, {2, 3});
