@@ -86,7 +86,8 @@ uint64_t live_activation_bytes();
 struct PlacementEntry {
   std::string node;                ///< The node's name (the first node of a fused group).
   std::string op;                  ///< Its ONNX op type.
-  /// "cpu:onednn", "cpu:kiln" (kiln's own optimized loops) or "cpu:reference".
+  /// "cpu:onednn" (oneDNN's primitives), "cpu:kiln" (kiln's own optimized loops: small
+  /// Convs and MatMuls, streaming MatMuls, run-time-shape row ops) or "cpu:reference".
   std::string device;
   std::vector<std::string> fused;  ///< Nodes fused into it, as "name (op)", in order.
   /// For oneDNN, the implementation chosen (`CpuOp::describe()`); for the reference kernels,

@@ -590,7 +590,8 @@ Status Builder::place(size_t n) {
         if (op.ok()) {
           step.cpu_op = std::move(*op);
           step.placement =
-              PlacementEntry{node.name, node.op, "cpu:onednn", {}, step.cpu_op->describe()};
+              PlacementEntry{node.name, node.op, "cpu:" + step.cpu_op->provider(), {},
+                         step.cpu_op->describe()};
           for (size_t a : group->absorbed) {
             absorbed_[a] = true;
             step.placement.fused.push_back(describe_node(graph_.nodes[a]));
@@ -605,7 +606,8 @@ Status Builder::place(size_t n) {
     if (op.ok()) {
       step.cpu_op = std::move(*op);
       step.placement =
-          PlacementEntry{node.name, node.op, "cpu:onednn", {}, step.cpu_op->describe()};
+          PlacementEntry{node.name, node.op, "cpu:" + step.cpu_op->provider(), {},
+                         step.cpu_op->describe()};
       impl_->steps.push_back(std::move(step));
       return Status();
     }

@@ -151,6 +151,10 @@ class CpuOp {
   /// src:nChw16c wei:OIhw16i16o".
   virtual std::string describe() const = 0;
 
+  /// Whose code runs the op: "onednn" (oneDNN's primitives, the default) or "kiln" (loops of
+  /// kiln's own, compiled ahead of time). Placement reports it as the device "cpu:<provider>".
+  virtual std::string provider() const { return "onednn"; }
+
   /// Bytes of scratch memory the op uses while it runs and can take from storage shared with
   /// other ops (`use_scratchpad`); 0 when it needs none or keeps its own (e.g. it runs parts
   /// side by side).

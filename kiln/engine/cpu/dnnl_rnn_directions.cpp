@@ -37,6 +37,7 @@ class DirectionsOp final : public CpuOp {
 
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override { return describe_; }
+  std::string provider() const override { return parts_[0].op->provider(); }
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override;
 

@@ -83,6 +83,9 @@ class SmallBatchLstmOp final : public DnnlOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc, const LstmShape& shape);
 
+  /// kiln's loops for the cell, and for the input projection too when it is small.
+  std::string provider() const override { return panels_ != nullptr ? "kiln" : "onednn"; }
+
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override {
     KILN_RETURN_IF_ERROR(check_run_counts(inputs, outputs));

@@ -259,6 +259,7 @@ class SmallOp : public CpuOp {
  public:
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override { return describe_; }
+  std::string provider() const override { return "kiln"; }
 
  protected:
   Status check_run(runtime::Span<const runtime::Tensor*> inputs,

@@ -13,9 +13,9 @@ TEST(Specialize, ConvBiasReluResidualMatchesReference) {
   const auto& placement = f->placement();
   ASSERT_EQ(placement.size(), 2u);
   EXPECT_EQ(placement[0].op, "Conv");
-  EXPECT_EQ(placement[0].device, "cpu:onednn");
+  EXPECT_EQ(placement[0].device, "cpu:kiln");
   EXPECT_THAT(placement[0].fused, ::testing::ElementsAre("Add_1 (Add)", "Relu_2 (Relu)"));
-  EXPECT_EQ(placement[1].device, "cpu:onednn");
+  EXPECT_EQ(placement[1].device, "cpu:onednn");  // a residual: not on the small-op loops
   EXPECT_THAT(placement[1].fused, ::testing::ElementsAre("Add_4 (Add)", "Relu_5 (Relu)"));
   EXPECT_TRUE(f->is_static());
 }
@@ -293,7 +293,7 @@ TEST(Specialize, ConstantSubgraphsAreFoldedAndShapesProbed) {
   EXPECT_TRUE(f->is_static());
   ASSERT_EQ(f->placement().size(), 2u);  // Shape, Gather and Concat were folded
   EXPECT_EQ(f->placement()[0].op, "Reshape");
-  EXPECT_EQ(f->placement()[1].device, "cpu:onednn");
+  EXPECT_EQ(f->placement()[1].device, "cpu:kiln");
   EXPECT_EQ(*f->output_sizes(0), (std::vector<int64_t>{2, 6}));
 }
 

@@ -31,7 +31,7 @@ TEST(StepProfile, TimesEachStepOfTheProfiledRunsOnly) {
     EXPECT_EQ(t.calls, 3u) << t.node;
     EXPECT_EQ(t.function, f->name());
     EXPECT_EQ(t.op, "Conv");
-    EXPECT_EQ(t.device, "cpu:onednn");
+    EXPECT_THAT(t.device, ::testing::AnyOf("cpu:onednn", "cpu:kiln"));  // not the reference
     EXPECT_GT(t.total_ms, 0.0);
   }
   EXPECT_GE(times[0].total_ms, times[1].total_ms);  // slowest first

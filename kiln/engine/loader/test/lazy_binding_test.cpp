@@ -133,7 +133,7 @@ TEST(LazyBinding, AHitBuildsOnlyTheFunctionsRunAndMatchesTheEagerLoad) {
   auto placement = (*warm)->placement();
   ASSERT_EQ(placement.size(), 1u);
   EXPECT_EQ(placement[0].function, "f3");
-  EXPECT_EQ(placement[0].steps[0].device, "cpu:onednn");
+  EXPECT_EQ(placement[0].steps[0].device, "cpu:kiln");
   // A second session of the same function shares the built one.
   auto again = (*warm)->bind("f3", sizes_of(3));
   ASSERT_TRUE(again.ok());
