@@ -196,8 +196,8 @@ Status later_loads(const BenchArgs& args, const MethodMeta& meta, BenchReport& r
   if (args.later_loads == 0) return Status();
   BenchArgs unshared = args;
   if (has_kiln_delegate(meta)) {
-    const std::string share = std::string(kKilnBackendId) + "." +
-                              std::string(backends::kShareMultifunctionModelKey);
+    const std::string share =
+        std::string(kKilnBackendId) + "." + std::string(backends::kShareMultifunctionModelKey);
     for (const auto& text : args.options) {
       if (text.rfind(share + "=", 0) == 0) {
         return Status(Error::InvalidArgument,

@@ -272,8 +272,8 @@ Status ModelCache::store(const CacheKey& key, const std::vector<Span<const uint8
     checksum.update(piece.data(), piece.size());
     payload_size += piece.size();
   }
-  const std::string prefix = encode_entry_prefix(encoded_key, key_hash, model_hash, payload_size,
-                                                 checksum.digest());
+  const std::string prefix =
+      encode_entry_prefix(encoded_key, key_hash, model_hash, payload_size, checksum.digest());
   std::vector<Span<const uint8_t>> file;
   file.reserve(pieces.size() + 1);
   file.emplace_back(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());

@@ -551,9 +551,9 @@ Result<std::unique_ptr<cpu::RuntimeRows>> Builder::try_runtime_rows(size_t n, St
   desc.num_threads = options_.num_threads;
   // The input's rank when the model knows it (sizes of 1: only the rank counts), else none.
   const ir::TensorType& x_type = graph_.values[static_cast<size_t>(node.inputs[0])].type;
-  desc.inputs.push_back(cpu::TensorDesc{
-      slot(node.inputs[0]).dtype,
-      std::vector<int64_t>(x_type.rank_known ? x_type.shape.size() : 0, 1)});
+  desc.inputs.push_back(
+      cpu::TensorDesc{slot(node.inputs[0]).dtype,
+                      std::vector<int64_t>(x_type.rank_known ? x_type.shape.size() : 0, 1)});
   desc.constants.push_back(nullptr);
   for (size_t i = 1; i < node.inputs.size(); ++i) {
     const int v = node.inputs[i];
@@ -589,9 +589,8 @@ Status Builder::place(size_t n) {
         auto op = try_cpu_op(node, &*group, step, why);
         if (op.ok()) {
           step.cpu_op = std::move(*op);
-          step.placement =
-              PlacementEntry{node.name, node.op, "cpu:" + step.cpu_op->provider(), {},
-                         step.cpu_op->describe()};
+          step.placement = PlacementEntry{
+              node.name, node.op, "cpu:" + step.cpu_op->provider(), {}, step.cpu_op->describe()};
           for (size_t a : group->absorbed) {
             absorbed_[a] = true;
             step.placement.fused.push_back(describe_node(graph_.nodes[a]));
@@ -605,9 +604,8 @@ Status Builder::place(size_t n) {
     auto op = try_cpu_op(node, nullptr, step, why);
     if (op.ok()) {
       step.cpu_op = std::move(*op);
-      step.placement =
-          PlacementEntry{node.name, node.op, "cpu:" + step.cpu_op->provider(), {},
-                         step.cpu_op->describe()};
+      step.placement = PlacementEntry{
+          node.name, node.op, "cpu:" + step.cpu_op->provider(), {}, step.cpu_op->describe()};
       impl_->steps.push_back(std::move(step));
       return Status();
     }
