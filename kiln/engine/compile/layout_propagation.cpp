@@ -1,5 +1,6 @@
 // Layout propagation between oneDNN steps (see propagate_layouts in function_plan.h), and the
-// choice of blocked Conv layouts for Winograd (has_winograd_conv).
+// choice of blocked Conv layouts for Winograd (has_winograd_conv) and depthwise-separable
+// networks (has_depthwise_conv).
 
 #include <kiln/engine/compile/function_plan.h>
 
@@ -79,6 +80,24 @@ bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr
                        const std::vector<bool>& skipped) {
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     if (!skipped[n] && winograd_fit(graph.nodes[n], slots) == WinogradFit::Yes) return true;
+  }
+  return false;
+}
+
+bool has_depthwise_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
+                        const std::vector<bool>& skipped) {
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const ir::Node& node = graph.nodes[n];
+    if (skipped[n] || node.op != "Conv" || !node.domain.empty() || node.inputs.size() < 2 ||
+        node.inputs[0] < 0) {
+      continue;
+    }
+    const Slot& x = *slots[static_cast<size_t>(node.inputs[0])];
+    const ir::Attribute* group = node.attribute("group");
+    const auto* g = group ? std::get_if<int64_t>(&group->value) : nullptr;
+    if (x.sizes && x.sizes->size() == 4 && g != nullptr && *g > 1 && *g == (*x.sizes)[1]) {
+      return true;
+    }
   }
   return false;
 }

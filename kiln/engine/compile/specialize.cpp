@@ -61,7 +61,8 @@ class Builder {
       if (!folded_[n]) probe_shapes(graph_.nodes[n]);
     }
     count_uses();
-    blocked_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);
+    winograd_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);
+    blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
     absorbed_.assign(graph_.nodes.size(), false);
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (folded_[n] || absorbed_[n]) continue;
@@ -357,7 +358,8 @@ class Builder {
   const CompileOptions& options_;
   std::unique_ptr<CompiledFunctionImpl> impl_;
   std::vector<bool> folded_, absorbed_;
-  bool blocked_convs_ = false;  ///< Convs in ActivationLayout::Blocked, with Winograd.
+  bool blocked_convs_ = false;   ///< Convs in ActivationLayout::Blocked.
+  bool winograd_convs_ = false;  ///< And on Winograd where it fits.
   std::vector<int> num_uses_, consumer_, producer_;
 };
 
@@ -375,7 +377,7 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
     // neighbours: oneDNN's blocked direct kernel takes 0.06 ms to create where its nhwc one
     // (brgconv) takes 0.8 (ResNet-18's 7x7 stage), and no reorders come between them.
     desc.activation_layout = cpu::ActivationLayout::Blocked;
-    desc.winograd = winograd_fit(node, impl_->slots) != WinogradFit::TooLarge;
+    desc.winograd = winograd_convs_ && winograd_fit(node, impl_->slots) != WinogradFit::TooLarge;
   }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);

@@ -242,8 +242,10 @@ namespace {
 
 // Raised whenever plans change for the same model and options (4: 1-D Convs of few channels
 // as windows x weights; 5: LSTMs of small batches on kiln's cell; 6: ops of little work on
-// kiln's loops or the reference kernels), so that entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 6";
+// kiln's loops or the reference kernels; 7: blocked Convs in functions with depthwise Convs,
+// large Winograd-shaped Convs blocked and direct, streaming MatMuls), so that entries of older
+// plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 7";
 
 struct StaticFunction {
   std::string name;

@@ -197,6 +197,43 @@ TEST(Specialize, LargeWeightsStayOffWinogradInTheBlockedLayout) {
   }
 }
 
+// A function with a depthwise Conv builds every Conv blocked (nChw16c: oneDNN's jit_dw and
+// jit_1x1 kernels); one without keeps oneDNN's preferred nhwc kernels.
+TEST(Specialize, DepthwiseSeparableConvsUseTheBlockedLayout) {
+  std::vector<ir::Attribute> depthwise = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3}),
+                                          int_attr("group", 32)};
+  auto model = [&](bool with_depthwise) {
+    ModelBuilder b(12);
+    int x = b.input("x", {1, 32, 12, 12});
+    int w1 = b.weight("w1", {32, 1, 3, 3}), w2 = b.weight("w2", {64, 32, 1, 1}, 0.2f);
+    int d = b.value("d", {1, 32, 12, 12}), y = b.value("y", {1, 64, 12, 12});
+    if (with_depthwise) {
+      b.node("Conv", {x, w1}, {d}, depthwise);
+      b.node("Conv", {d, w2}, {y});
+    } else {
+      b.node("Conv", {x, w2}, {y});
+    }
+    b.output(y);
+    return b.build();
+  };
+  CompileOptions options;
+  options.small_ops_own_loops = false;  // oneDNN's kernels, whose layouts are the point
+  auto separable = check_against_reference(model(true), {{1, 32, 12, 12}}, options);
+  auto plain = check_against_reference(model(false), {{1, 32, 12, 12}}, options);
+  ASSERT_NE(separable, nullptr);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_EQ(separable->placement().size(), 2u);
+  ASSERT_EQ(plain->placement().size(), 1u);
+  if (!__builtin_cpu_supports("avx512f")) return;  // blocked kernels of 16 channels: AVX-512
+  for (const auto& step : separable->placement()) {
+    EXPECT_NE(step.detail.find("dst:aBcd16b"), std::string::npos) << step.detail;
+  }
+  EXPECT_NE(separable->placement()[0].detail.find("jit_dw"), std::string::npos)
+      << separable->placement()[0].detail;
+  EXPECT_EQ(plain->placement()[0].detail.find("aBcd16b"), std::string::npos)
+      << plain->placement()[0].detail;
+}
+
 TEST(Specialize, MatMulBiasGeluFuses) {
   ModelBuilder b(4);
   int x = b.input("x", {ir::Dim::symbol("batch"), 16});
