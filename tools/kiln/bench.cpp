@@ -319,15 +319,11 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
       {"method_load_ms", report.method_load_ms},
       {"cache", report.cache},
   };
-  if (!report.later_load_ms.empty()) {
-    std::vector<double> sorted = report.later_load_ms;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t n = sorted.size();
-    out["later_loads_ms"] = {
-        {"median", n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2},
-        {"min", sorted.front()},
-        {"all", report.later_load_ms},
-        {"cache", report.later_cache}};
+  if (auto later = latency_stats(report.later_load_ms); later.ok()) {
+    out["later_loads_ms"] = {{"median", later->median},
+                             {"min", later->min},
+                             {"all", report.later_load_ms},
+                             {"cache", report.later_cache}};
   }
   out.update(nlohmann::ordered_json{
       {"first_run_ms", report.first_run_ms},

@@ -116,6 +116,16 @@ class Builder {
     return index;
   }
 
+  // The node's outputs without the trailing ones nobody reads (LayerNormalization's Mean, ...),
+  // which an op is not asked for.
+  std::vector<int> read_outputs(const ir::Node& node) {
+    std::vector<int> outputs = node.outputs;
+    while (outputs.size() > 1 && (outputs.back() < 0 || num_uses_[outputs.back()] == 0)) {
+      outputs.pop_back();
+    }
+    return outputs;
+  }
+
   std::vector<int> outputs_of(const ir::Node& node) {
     std::vector<int> outputs;
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -419,12 +429,8 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   }
   desc.constants = constants;
   if (group != nullptr) desc.post_ops = group->post_ops;
-  // Trailing outputs nobody reads (LayerNormalization's Mean, ...) are not asked for.
-  std::vector<int> outputs = node.outputs;
-  while (outputs.size() > 1 && (outputs.back() < 0 || num_uses_[outputs.back()] == 0)) {
-    outputs.pop_back();
-  }
-  if (group != nullptr) outputs = {group->output};
+  std::vector<int> outputs =
+      group != nullptr ? std::vector<int>{group->output} : read_outputs(node);
   desc.num_outputs = static_cast<int>(outputs.size());
   if (options_.verify_weight) {
     desc.verify_constant = [this, inputs](size_t input) -> Status {
@@ -537,20 +543,15 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
 Result<std::unique_ptr<cpu::RuntimeRows>> Builder::try_runtime_rows(size_t n, Step& step,
                                                                     std::string& why) {
   const ir::Node& node = graph_.nodes[n];
-  // Optional outputs nobody reads do not count (LayerNormalization's Mean and InvStdDev).
-  size_t outputs = node.outputs.size();
-  while (outputs > 1 &&
-         (node.outputs[outputs - 1] < 0 || num_uses_[node.outputs[outputs - 1]] == 0)) {
-    --outputs;
-  }
-  if (node.inputs.empty() || node.inputs[0] < 0 || outputs != 1 || node.outputs[0] < 0) {
-    why = "shape known only at run time (run-time-shape rows take input 0 and one output)";
+  if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.empty() || node.outputs[0] < 0) {
+    why = "shape known only at run time (run-time-shape rows take input 0 and output 0)";
     return Status(Error::NotSupported, why);
   }
   cpu::OpDesc desc;
   desc.op = node.op;
   desc.attributes = node.attributes;
   desc.num_threads = options_.num_threads;
+  desc.num_outputs = static_cast<int>(read_outputs(node).size());
   // The input's rank when the model knows it (sizes of 1: only the rank counts), else none.
   const ir::TensorType& x_type = graph_.values[static_cast<size_t>(node.inputs[0])].type;
   desc.inputs.push_back(
@@ -613,20 +614,16 @@ Status Builder::place(size_t n) {
     }
   } else {
     why = "shape known only at run time";
-    if (impl_->generic && node.op == "MatMul") {
+    if (impl_->generic) {
       Step step;
-      auto op = try_runtime_matmul(n, step, why);
-      if (op.ok()) {
-        step.runtime_matmul = std::move(*op);
-        impl_->steps.push_back(std::move(step));
-        return Status();
+      if (node.op == "MatMul") {
+        auto op = try_runtime_matmul(n, step, why);
+        if (op.ok()) step.runtime_matmul = std::move(*op);
+      } else if (cpu::RuntimeRows::handles(node.op)) {
+        auto op = try_runtime_rows(n, step, why);
+        if (op.ok()) step.runtime_rows = std::move(*op);
       }
-    }
-    if (impl_->generic && cpu::RuntimeRows::handles(node.op)) {
-      Step step;
-      auto op = try_runtime_rows(n, step, why);
-      if (op.ok()) {
-        step.runtime_rows = std::move(*op);
+      if (step.runtime_matmul != nullptr || step.runtime_rows != nullptr) {
         impl_->steps.push_back(std::move(step));
         return Status();
       }

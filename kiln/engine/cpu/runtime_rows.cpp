@@ -79,10 +79,10 @@ KILN_VECTOR_CLONES void softmax_rows(const float* x, float* y, int64_t begin, in
       sum += e;
     }
     if (log) {
-      const Floats offset = vec::splat(max + std::log(sum));
-      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) - offset);
-      const float scalar_offset = max + std::log(sum);
-      for (int64_t j = full; j < cols; ++j) out[j] = in[j] - scalar_offset;
+      const float offset = max + std::log(sum);
+      const Floats voffset = vec::splat(offset);
+      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) - voffset);
+      for (int64_t j = full; j < cols; ++j) out[j] = in[j] - offset;
     } else {
       const Floats inv = vec::splat(1.0f / sum);
       for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(out + j) * inv);
