@@ -31,6 +31,7 @@ import { fileURLToPath } from 'node:url';
 
 import { format, machine, makeRow, resultsMarkdown, summary, table } from './bench_report.mjs';
 import { caseInputs } from './inputs.mjs';
+import { modelLayerTable, singleLayerTable } from './layer_report.mjs';
 import { writeNpy } from './npy.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -139,11 +140,12 @@ function prepareModel(name, entry, manifest, args) {
 
 // `kiln bench` of the job at `threads`: `--option KilnBackend.cache_dir` is the job's cache
 // directory for that thread count (backend kiln only); `counts.laterLoads` more loads in the
-// process when given.
+// process when given; `--profile` when `counts.profile`.
 function kilnBench(job, threads, counts, args, cacheDir = job.cacheDirs.get(threads)) {
   const options = [];
   if (cacheDir) options.push('--option', `KilnBackend.cache_dir=${cacheDir}`);
   if (counts.laterLoads) options.push('--later-loads', `${counts.laterLoads}`);
+  if (counts.profile) options.push('--profile');
   return runJson(args.kiln, ['bench', job.program, ...job.inputFlags, ...options,
                              '--threads', `${threads}`, '--warmup', `${counts.warmup}`,
                              '--runs', `${counts.runs}`, '--json'], 'kiln bench');
@@ -196,6 +198,25 @@ function calibrate(job, kiln, args) {
     ortRuns: runs(ORT_RUN_BUDGET_MS, ortMs), ortWarmup: warmup(ortMs),
     sessions: clamp(Math.floor(SESSION_BUDGET_MS / Math.max(ort.session_ms.median, 1)), 3, 5),
   };
+}
+
+// One `kiln bench --profile` process per model and thread count, on the warm cache, as many
+// runs as the rounds' processes: where the Conv and MatMul layers' time goes.
+function profileModels(jobs, args) {
+  const profiles = [];
+  for (const job of jobs) {
+    if (job.failed) continue;
+    for (const threads of args.threads) {
+      const counts = { warmup: job.plan.kilnWarmup, runs: job.plan.kilnRuns, profile: true };
+      try {
+        profiles.push({ model: job.name, threads, report: kilnBench(job, threads, counts, args) });
+      } catch (error) {
+        profiles.push({ model: job.name, threads, report: {} });
+        console.error(`${job.name}: profile: ${error.message.split('\n')[0]}`);
+      }
+    }
+  }
+  return profiles;
 }
 
 function kilnVersion(args) {
@@ -297,8 +318,12 @@ function main() {
   }
   const parts = [table(rows, failures), summary(rows, args.backend)];
   if (notes.length) parts.push(notes.join('\n'));
-  log("layer throughput (kiln_cpu_bench, when built)");
-  const layers = layerThroughput(args);
+  if (args.backend === 'kiln') {
+    log('layers inside the models (kiln bench --profile)');
+    parts.push(modelLayerTable(profileModels(jobs, args)));
+  }
+  log('single layers (kiln_cpu_bench, when built)');
+  const layers = singleLayerTable(args.kiln);
   if (layers) parts.push(layers);
   if (args.backend === 'kiln' && names.includes('gpt_prefill')) {
     for (const threads of args.threads) {
@@ -349,34 +374,6 @@ function memoryTable(args, gpt) {
     : `memory_bench.mjs failed: ${firstLine(ran)}`;
   return `### Memory: ${gpt} prefill + decode in one process (\`bench/memory_bench.mjs --gpt ${gpt}\`)\n\n` +
     body;
-}
-
-// The conv and MatMul layers' throughput at one thread, as % of the FMA peak, from
-// kiln_cpu_bench (built with libbenchmark-dev) next to the kiln tool; null when it is absent.
-function layerThroughput(args) {
-  const binary = path.join(path.dirname(path.dirname(path.dirname(args.kiln))), 'kiln', 'engine',
-                           'cpu', 'kiln_cpu_bench');
-  if (!existsSync(binary)) return null;
-  const ran = spawnSync(binary, ['--benchmark_filter=BM_DnnlConv/.*/2|BM_DnnlMatMul',
-                                 '--benchmark_min_time=0.2', '--benchmark_format=json'],
-                        { encoding: 'utf8', maxBuffer: 1 << 26 });
-  if (ran.status !== 0) return `Layer throughput: kiln_cpu_bench failed (${ran.status}).`;
-  const report = JSON.parse(ran.stdout);
-  const lines = [
-    '### Conv and MatMul layers, 1 thread (`kiln_cpu_bench`, activations in the op\'s own ' +
-        'layout as inside a model)',
-    '',
-    '| layer | implementation | GFLOP/s | % of FMA peak (116 GFLOP/s per core) |',
-    '|---|---|---:|---:|',
-  ];
-  for (const b of report.benchmarks) {
-    const [name, impl] = `${b.label}`.split(' | ');
-    lines.push(`| ${name.replace(' native', '')} | ${impl} | ${(b['GFLOP/s']).toFixed(1)} | ` +
-               `${(b['%peak']).toFixed(0)} % |`);
-  }
-  lines.push('', 'Rates use wall time; above 100 % means the core outruns the 116 GFLOP/s ' +
-             'FMA-loop figure (or, for padded convs, that oneDNN skips the zero padding).');
-  return lines.join('\n');
 }
 
 main();

@@ -357,7 +357,8 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
                        {"device", t.device},
                        {"calls", t.calls},
                        {"total_ms", t.total_ms},
-                       {"mean_ms", t.total_ms / static_cast<double>(t.calls)}});
+                       {"mean_ms", t.total_ms / static_cast<double>(t.calls)},
+                       {"total_flops", t.total_flops}});
     }
     out["profile"] = steps;
   }
@@ -401,13 +402,32 @@ std::string bench_text(const BenchReport& report) {
     for (const auto& t : report.profile) steps_total += t.total_ms;
     out << "profile   engine steps: " << format_ms(steps_total) << " of " << format_ms(runs_total)
         << " over the timed runs; the slowest:\n";
-    char line[256];
+    char line[320];
+    const auto runs = static_cast<double>(report.run_ms.size());
     for (size_t i = 0; i < report.profile.size() && i < 15; ++i) {
       const auto& t = report.profile[i];
-      std::snprintf(line, sizeof(line), "  %5.1f%%  %9.4f ms/run  %-14s %-13s %s (%s)\n",
-                    runs_total > 0 ? 100.0 * t.total_ms / runs_total : 0.0,
-                    t.total_ms / static_cast<double>(report.run_ms.size()), t.op.c_str(),
-                    t.device.c_str(), t.node.c_str(), t.function.c_str());
+      char rate[32] = "";
+      if (t.total_flops > 0 && t.total_ms > 0) {
+        std::snprintf(rate, sizeof(rate), "%7.1f GFLOP/s", t.total_flops / t.total_ms * 1e-6);
+      }
+      std::snprintf(line, sizeof(line), "  %5.1f%%  %9.4f ms/run  %-15s %-14s %-13s %s (%s)\n",
+                    runs_total > 0 ? 100.0 * t.total_ms / runs_total : 0.0, t.total_ms / runs, rate,
+                    t.op.c_str(), t.device.c_str(), t.node.c_str(), t.function.c_str());
+      out << line;
+    }
+    double work_ms = 0, work_flops = 0;
+    for (const auto& t : report.profile) {
+      if (t.total_flops <= 0) continue;
+      work_ms += t.total_ms;
+      work_flops += t.total_flops;
+    }
+    if (work_flops > 0 && work_ms > 0) {
+      std::snprintf(line, sizeof(line),
+                    "          Conv and MatMul steps: %.4f GFLOP/run in %.4f ms/run (%.1f%% of the "
+                    "runs): %.1f GFLOP/s\n",
+                    work_flops / runs * 1e-9, work_ms / runs,
+                    runs_total > 0 ? 100.0 * work_ms / runs_total : 0.0,
+                    work_flops / work_ms * 1e-6);
       out << line;
     }
   }

@@ -139,7 +139,9 @@ runtime::Result<BenchReport> run_bench(const BenchArgs& args);
 /// "load_ms", "program_load_ms", "method_load_ms", "cache", "first_run_ms", "warmup", "runs",
 /// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run); with several
 /// input sets, "input_sets": [{"inputs", "first_run_ms"}...]; with --profile,
-/// "profile": [{"function", "step", "node", "op", "device", "calls", "total_ms", "mean_ms"}...].
+/// "profile": [{"function", "step", "node", "op", "device", "calls", "total_ms", "mean_ms",
+/// "total_flops"}...] (`total_flops`: the work of the step's calls, 0 for ops other than Conv,
+/// ConvTranspose, MatMul and Gemm).
 nlohmann::ordered_json bench_json(const BenchReport& report);
 
 /// The human-readable report, one fact per line.

@@ -2,6 +2,7 @@
 #include <kiln/engine/compile/function_plan.h>
 #include <kiln/engine/compile/shape_resolution.h>
 #include <kiln/engine/compile/step_profile.h>
+#include <kiln/engine/compile/work_flops.h>
 
 #include <atomic>
 #include <chrono>
@@ -159,15 +160,39 @@ Status run_step(CompiledFunctionImpl& impl, Step& step) {
 
 namespace {
 
+// The sizes value `v` has in this run: resolved at compile time, else its tensor's (empty
+// when neither: a value fused away in a shape-generic plan).
+std::vector<int64_t> run_sizes(const CompiledFunctionImpl& impl, int v) {
+  if (v < 0) return {};
+  const Slot& s = *impl.slots[static_cast<size_t>(v)];
+  if (s.sizes) return *s.sizes;
+  if (!s.value.is_tensor()) return {};
+  auto sizes = s.value.to_tensor().sizes();
+  return {sizes.begin(), sizes.end()};
+}
+
+// The work of the step just run (work_flops of its node at this run's sizes).
+double step_flops(const CompiledFunctionImpl& impl, const Step& step) {
+  if (step.node < 0 || impl.graph == nullptr) return 0.0;
+  const ir::Node& node = impl.graph->nodes[static_cast<size_t>(step.node)];
+  if (!counts_work(node.op)) return 0.0;
+  std::vector<std::vector<int64_t>> inputs;
+  for (int v : node.inputs) inputs.push_back(run_sizes(impl, v));
+  return work_flops(
+      node, inputs,
+      node.outputs.empty() ? std::vector<int64_t>{} : run_sizes(impl, node.outputs[0]));
+}
+
 // execute() with each step timed for profiling::add_run.
 Status execute_profiled(CompiledFunctionImpl& impl) {
   using Clock = std::chrono::steady_clock;
-  std::vector<double> ms;
+  std::vector<double> ms, flops;
   ms.reserve(impl.steps.size());
   for (size_t i = 0; i < impl.steps.size(); ++i) {
     auto start = Clock::now();
     KILN_RETURN_IF_ERROR(run_step(impl, impl.steps[i]));
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    flops.push_back(step_flops(impl, impl.steps[i]));  // before its values go back to the pool
     if (impl.pooled) impl.release_values(i);
   }
   std::vector<profiling::StepTime> names(impl.steps.size());
@@ -179,7 +204,7 @@ Status execute_profiled(CompiledFunctionImpl& impl) {
     names[i].device = p.device;
     pointers.push_back(&names[i]);
   }
-  profiling::add_run(impl.name, pointers, ms);
+  profiling::add_run(impl.name, pointers, ms, flops);
   return Status();
 }
 

@@ -68,6 +68,8 @@ struct Slot {
 /// plans) or a reference kernel call.
 struct Step {
   PlacementEntry placement;
+  /// The graph node the step runs (the first of a fused group), for profiles; -1 for none.
+  int node = -1;
   std::vector<int> inputs;   ///< Slot indices (-1: absent), as the implementation takes them.
   std::vector<int> outputs;  ///< Slot indices.
 

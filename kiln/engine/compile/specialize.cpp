@@ -66,7 +66,11 @@ class Builder {
     absorbed_.assign(graph_.nodes.size(), false);
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (folded_[n] || absorbed_[n]) continue;
+      const size_t first_step = impl_->steps.size();
       KILN_RETURN_IF_ERROR(place(n));
+      for (size_t i = first_step; i < impl_->steps.size(); ++i) {
+        impl_->steps[i].node = static_cast<int>(n);
+      }
     }
     if (options_.propagate_layouts) KILN_RETURN_IF_ERROR(propagate_layouts(*impl_).status());
     KILN_RETURN_IF_ERROR(plan_memory());

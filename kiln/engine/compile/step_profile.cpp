@@ -43,7 +43,7 @@ std::vector<StepTime> step_times() {
 }
 
 void add_run(const std::string& function, const std::vector<const StepTime*>& names,
-             const std::vector<double>& ms) {
+             const std::vector<double>& ms, const std::vector<double>& flops) {
   std::lock_guard<std::mutex> lock(store().mutex);
   for (size_t i = 0; i < ms.size() && i < names.size(); ++i) {
     StepTime& t = store().steps[{function, i}];
@@ -54,6 +54,7 @@ void add_run(const std::string& function, const std::vector<const StepTime*>& na
     }
     ++t.calls;
     t.total_ms += ms[i];
+    if (i < flops.size()) t.total_flops += flops[i];
   }
 }
 

@@ -27,14 +27,17 @@ struct StepTime {
   std::string device;  ///< "cpu:onednn", "cpu:reference", ...
   uint64_t calls = 0;
   double total_ms = 0;
+  /// The arithmetic work of those calls (`compile::work_flops`: 2 per multiply-add of a Conv,
+  /// ConvTranspose, MatMul or Gemm); 0 for steps of other ops.
+  double total_flops = 0;
 };
 
 /// The steps profiled, slowest (by total time) first.
 std::vector<StepTime> step_times();
 
 /// Internal: adds one run's step times of function `function` (`names` gives each step's node,
-/// op and device; `ms` its time).
+/// op and device; `ms` its time; `flops` its work).
 void add_run(const std::string& function, const std::vector<const StepTime*>& names,
-             const std::vector<double>& ms);
+             const std::vector<double>& ms, const std::vector<double>& flops);
 
 }  // namespace kiln::engine::profiling

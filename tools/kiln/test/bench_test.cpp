@@ -178,6 +178,43 @@ TEST(BenchThreads, ThreadsFlagAndOptionTogetherFail) {
               HasSubstr("expected BACKEND.KEY=VALUE"));
 }
 
+// --profile's report: each step's time and work; the Conv and MatMul steps' GFLOP/s, each and
+// summed, in the text; `total_flops` in JSON.
+TEST(BenchProfile, ReportsTheRatesOfTheStepsThatCountWork) {
+  BenchReport report;
+  report.program = "m.kiln";
+  report.method = "forward";
+  report.run_ms = {2.0, 2.0};
+  engine::profiling::StepTime conv;
+  conv.function = "main";
+  conv.node = "conv1";
+  conv.op = "Conv";
+  conv.device = "cpu:onednn";
+  conv.calls = 2;
+  conv.total_ms = 3.0;
+  conv.total_flops = 3e8;  // 100 GFLOP/s
+  engine::profiling::StepTime relu = conv;
+  relu.step = 1;
+  relu.node = "relu1";
+  relu.op = "Relu";
+  relu.total_ms = 0.5;
+  relu.total_flops = 0;
+  report.profile = {conv, relu};
+
+  const std::string text = bench_text(report);
+  EXPECT_THAT(text, HasSubstr("1.5000 ms/run    100.0 GFLOP/s Conv"));
+  EXPECT_THAT(text, HasSubstr("0.2500 ms/run                  Relu"));
+  EXPECT_THAT(text, HasSubstr("Conv and MatMul steps: 0.1500 GFLOP/run in 1.5000 ms/run (75.0% "
+                              "of the runs): 100.0 GFLOP/s"));
+  const auto json = bench_json(report);
+  ASSERT_EQ(json["profile"].size(), 2u);
+  EXPECT_DOUBLE_EQ(json["profile"][0]["total_flops"].get<double>(), 3e8);
+  EXPECT_DOUBLE_EQ(json["profile"][1]["total_flops"].get<double>(), 0.0);
+
+  report.profile = {relu};  // no step that counts work: no summary line
+  EXPECT_THAT(bench_text(report), ::testing::Not(HasSubstr("Conv and MatMul steps")));
+}
+
 class BenchRunTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,9 +1,12 @@
 // specialize_generic(): one shape-generic plan runs every input shape, matching the reference
 // interpreter and the plan specialized for each shape; its MatMuls run on oneDNN; it checks the
 // shapes of each call against the input types.
+#include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/compile/test/test_models.h>
 
 #include <gmock/gmock.h>
+
+#include <map>
 
 namespace kiln::engine {
 namespace {
@@ -86,6 +89,32 @@ TEST(GenericPlan, OnePlanRunsEveryShapeLikeTheReference) {
     ASSERT_TRUE(run(**specialized, inputs, static_outputs).ok());
     expect_close(outputs[0].tensor, static_outputs[0].tensor);
   }
+}
+
+TEST(GenericPlan, ProfileCountsTheWorkOfEachCallsShape) {
+  ir::Model model = attention_like_model();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  profiling::reset();
+  profiling::set_enabled(true);
+  run_generic(**compiled, {1, 5, 16}, 1);
+  run_generic(**compiled, {1, 17, 16}, 2);
+  profiling::set_enabled(false);
+  // Per call of seq s: the weight MatMuls 2 x s x 16 x 32 each, the attention ones
+  // 2 x s x 16 x s each; summed over s = 5 and 17.
+  std::map<std::string, double> flops;
+  for (const auto& t : profiling::step_times()) {
+    EXPECT_EQ(t.calls, 2u) << t.node;
+    flops[t.node] = t.total_flops;
+  }
+  profiling::reset();
+  const double weights = 2.0 * (5 + 17) * 16 * 32;
+  const double attention = 2.0 * (5 * 5 + 17 * 17) * 16;
+  EXPECT_DOUBLE_EQ(flops["MatMul_0"], weights);
+  EXPECT_DOUBLE_EQ(flops["MatMul_3"], weights);
+  EXPECT_DOUBLE_EQ(flops["MatMul_5"], attention);
+  EXPECT_DOUBLE_EQ(flops["MatMul_7"], attention);
+  EXPECT_EQ(flops["Softmax_6"], 0.0);
 }
 
 /// x [2, seq, 24] → LayerNormalization(scale, B) → MatMul(W) [2, seq, 40] → Softmax and

@@ -33,6 +33,8 @@ TEST(StepProfile, TimesEachStepOfTheProfiledRunsOnly) {
     EXPECT_EQ(t.op, "Conv");
     EXPECT_THAT(t.device, ::testing::AnyOf("cpu:onednn", "cpu:kiln"));  // not the reference
     EXPECT_GT(t.total_ms, 0.0);
+    // Each Conv: 8 x 10 x 10 outputs, each of 8 x 3 x 3 multiply-adds, over 3 runs.
+    EXPECT_DOUBLE_EQ(t.total_flops, 3 * 2.0 * 800 * 72) << t.node;
   }
   EXPECT_GE(times[0].total_ms, times[1].total_ms);  // slowest first
   profiling::reset();
