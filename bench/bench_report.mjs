@@ -105,6 +105,14 @@ function ready(r) {
   return (r.warm + r.kilnFirst) / (r.session + r.ortFirst);
 }
 
+// The time to a specialized model, ready to run at full speed, in a fresh process: the warm
+// load plus what the first run takes over a later one (a function of symbolic inputs is
+// specialized there), against ORT's first session plus the same for ORT.
+function settled(r) {
+  return (r.warm + Math.max(r.kilnFirst - r.kiln, 0)) /
+    (r.session + Math.max(r.ortFirst - r.ort, 0));
+}
+
 function within(rows, value, limit) {
   return `${rows.filter((r) => value(r) <= limit).length} of ${rows.length} rows`;
 }
@@ -142,6 +150,13 @@ export function summary(rows, backend) {
              `${within(rows, (r) => r.cold / r.laterSession, TARGETS.coldLoad)}`);
   lines.push(`- ready (warm load + first run) / (ORT's first session + first run): geometric mean ` +
              `${ratio(geomean(rows.map(ready)))}; <= 1.0 in ${within(rows, ready, 1.0)}`);
+  const over = rows.filter((r) => !(settled(r) <= TARGETS.warmLoad));
+  lines.push(`- warm load with the specialization a first run does (symbolic inputs) counted: ` +
+             `(warm load + first run - latency) / (ORT's first session + first run - latency): ` +
+             `geometric mean ${ratio(geomean(rows.map(settled)))}; <= ${limit(TARGETS.warmLoad)} ` +
+             `in ${within(rows, settled, TARGETS.warmLoad)}` +
+             (over.length ? ` (over: ${over.map((r) => `${r.label} at ${r.threads} thread(s) ` +
+                                                       `${ratio(settled(r))}`).join(', ')})` : ''));
   const notHit = rows.filter((r) => r.cacheWarm !== 'hit');
   if (backend === 'kiln' && notHit.length) {
     lines.push(`- ${notHit.length} of ${rows.length} rows' warm processes did not report a ` +
@@ -149,7 +164,7 @@ export function summary(rows, backend) {
                'have symbolic inputs, specialized in the first run of each shape (warm ' +
                'processes adopt the packed weights stored for that shape, then build the plan ' +
                'and kernels), so their "warm load" is not the warm load the target means: ' +
-               '"ready" counts that first run');
+               '"ready" and the line above count that first run');
   }
   if (rows.some((r) => !r.threadsApplied)) {
     lines.push('- \\* threads not applied (`threads_applied: false`): the program has no ' +
