@@ -482,8 +482,7 @@ class SmallConvOp final : public SmallOp {
           for (int64_t o = 0; o < out_c_; ++o) result[o * pixels + p] = transposed[p * out_c_ + o];
         }
       } else {
-        gather(
-            image, [taps](int64_t p) { return (p / kLanes) * taps * kLanes + p % kLanes; }, kLanes);
+        gather_pixels(image);
         e.row_bias = bias;
         gemm_panels(weights_, taps, out_c_, taps, panels_.data(), pixels, result, pixels, e);
       }
@@ -492,9 +491,55 @@ class SmallConvOp final : public SmallOp {
   }
 
  private:
-  // panels_[start(p) + tap * tap_stride] = the input under tap `tap` of output pixel p (0 in
-  // padding): panels of pixels ([p / 16][tap][p % 16]) or rows of them ([p][tap]). Per pixel,
-  // the kernel positions inside the image are found once; each kernel row then copies them.
+  // By pixels: panels_[(p / 16) * taps * 16 + tap * 16 + p % 16] = the input under tap `tap`
+  // of output pixel p (0 in padding). Tap by tap and output row by output row: the pixels of an
+  // output row read one input row at a fixed offset, so each run of them inside one panel is a
+  // zero-filled head and tail around one strided copy (a memcpy at stride 1), found once per
+  // tap rather than per pixel.
+  void gather_pixels(const float* image) {
+    const int64_t taps = channels_ * kernel_h_ * kernel_w_;
+    for (int64_t c = 0; c < channels_; ++c) {
+      const float* plane = image + c * in_h_ * in_w_;
+      for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+        for (int64_t kw = 0; kw < kernel_w_; ++kw) {
+          float* tap_lanes = panels_.data() + ((c * kernel_h_ + kh) * kernel_w_ + kw) * kLanes;
+          // Output columns [lo, hi) read inside the input row: 0 <= ow * stride + shift < in_w.
+          const int64_t shift = kw * dilation_w_ - pad_w_;
+          const int64_t lo =
+              std::min(out_w_, shift >= 0 ? int64_t{0} : (-shift + stride_w_ - 1) / stride_w_);
+          const int64_t hi = std::clamp(
+              in_w_ - shift <= 0 ? int64_t{0} : (in_w_ - shift + stride_w_ - 1) / stride_w_, lo,
+              out_w_);
+          for (int64_t oh = 0; oh < out_h_; ++oh) {
+            const int64_t ih = oh * stride_h_ - pad_h_ + kh * dilation_h_;
+            const bool inside = ih >= 0 && ih < in_h_;
+            const int64_t row = ih * in_w_ + shift;  // input index of column 0 (when inside)
+            for (int64_t ow = 0, p = oh * out_w_; ow < out_w_;) {
+              const int64_t lane = p % kLanes;
+              const int64_t n = std::min(out_w_ - ow, kLanes - lane);
+              float* to = tap_lanes + (p / kLanes) * taps * kLanes + lane - ow;  // to[col]
+              const int64_t a = inside ? std::clamp(lo, ow, ow + n) : ow + n;
+              const int64_t b = inside ? std::clamp(hi, a, ow + n) : ow + n;
+              // Runs of at most 16 floats: plain loops, no library calls.
+              for (int64_t col = ow; col < a; ++col) to[col] = 0.0f;
+              if (stride_w_ == 1) {
+                for (int64_t col = a; col < b; ++col) to[col] = plane[row + col];
+              } else {
+                for (int64_t col = a; col < b; ++col) to[col] = plane[row + col * stride_w_];
+              }
+              for (int64_t col = b; col < ow + n; ++col) to[col] = 0.0f;
+              ow += n;
+              p += n;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // By channels: panels_[p * taps + tap] = the input under tap `tap` of output pixel p (0 in
+  // padding), rows of pixels. Per pixel, the kernel positions inside the image are found once;
+  // each kernel row then copies them.
   template <typename Start>
   void gather(const float* image, Start start, int64_t tap_stride) {
     const int64_t pixels = out_h_ * out_w_;
