@@ -36,7 +36,10 @@ TEST(SmallOps, ConvsMatchReferenceOverGeometryBiasAndPostOps) {
       {{1, 1, 8, 8}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // digits' first Conv
       {{1, 8, 4, 4}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {{2, 3, 9, 7}, {4, 3, 3, 2}, {2, 1}, {1, 2}, {1, 0, 2, 1}},  // everything uneven
-      {{1, 17, 5, 5}, {33, 17, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}};
+      {{1, 17, 5, 5}, {33, 17, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      // Output rows wider than a panel of 16 pixels, at stride 1 and strided and dilated.
+      {{1, 2, 3, 37}, {4, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {{1, 2, 5, 41}, {4, 2, 3, 3}, {2, 2}, {1, 2}, {1, 2, 0, 1}}};
   const std::vector<std::vector<PostOp>> post_op_sets = {{},
                                                          {{PostOpKind::Relu}},
                                                          {{PostOpKind::Clip, -0.5f, 0.5f}},
