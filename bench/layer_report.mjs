@@ -46,7 +46,8 @@ export function layerSummary(report, threads) {
  * { model, threads, report } (`report`: kiln bench --profile --json). */
 export function modelLayerTable(profiles) {
   const lines = [
-    '### Conv and MatMul layers inside the models (`kiln bench --profile`, warm cache)',
+    '### Conv and MatMul layers inside the models (`kiln bench --profile`, warm cache, the ' +
+        'faster of two processes)',
     '',
     `| model | threads | work (GFLOP/run) | their time (ms/run) | share of the run | GFLOP/s | ` +
         `% of FMA peak (${PEAK_GFLOPS_PER_CORE} GFLOP/s x threads) | time at >= 80 % of peak | ` +
@@ -69,7 +70,7 @@ export function modelLayerTable(profiles) {
              'weight at every output pixel, padding included; MatMul and Gemm: 2 x M x K x N), ' +
              'so a Winograd Conv, which does fewer multiplications, can show more than 100 %. ' +
              'Times are the steps\' own (each timed, which adds a little), over the timed runs ' +
-             'of one process; the share is of the whole run\'s time. Small layers (a GPT ' +
+             'of the faster of two processes; the share is of the whole run\'s time. Small layers (a GPT ' +
              'decode\'s matrix-vector products, the VAD\'s) are bound by reading their weights, ' +
              'not by FMAs.');
   return lines.join('\n');
