@@ -390,22 +390,29 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
     return std::make_unique<ResampleOp>(made, pd, out, x_plain, y_plain);
   };
   auto op = make(desc, plan->sizes);
-  // The proof touches every plane of the source and result, whose fresh pages can cost more
-  // than the proof (a detector's 256-channel Resize: megabytes). The index mapping does not
-  // depend on the planes, so a Resize of more than one block of channels is proved on one
-  // image of one block, when oneDNN runs that on the same implementation.
+  // The proof runs on an op of its own, when oneDNN runs that on the same implementation:
+  // - on one image of one block of channels: the proof touches every plane of the source and
+  //   result, whose fresh pages can cost more than the proof (a detector's 256-channel Resize:
+  //   megabytes), and the index mapping does not depend on the planes;
+  // - on one thread: an OpenMP team woken in the middle of a specialization spins between its
+  //   regions, and every page-table change of the serial work that follows (oneDNN generating
+  //   code) then interrupts the spinning core. OCR detection's first run at 2 threads took
+  //   twice its 1-thread time on a 2-vCPU machine. The mapping does not depend on threads.
   constexpr int64_t kProofChannels = 16;
-  if (x[0] * x[1] > kProofChannels) {
-    std::vector<int64_t> small_x = {1, std::min(x[1], kProofChannels), x[2], x[3]};
-    kernels::ResizePlan small_plan = *plan;
-    small_plan.sizes[0] = small_x[0];
-    small_plan.sizes[1] = small_x[1];
-    OpDesc small_desc = desc;
-    small_desc.inputs[0].sizes = small_x;
-    auto proof_op = make(small_desc, small_plan.sizes);
+  const bool fewer_planes = x[0] * x[1] > kProofChannels;
+  if (fewer_planes || desc.num_threads > 1) {
+    OpDesc proof_desc = desc;
+    proof_desc.num_threads = 1;
+    kernels::ResizePlan proof_plan = *plan;
+    if (fewer_planes) {
+      proof_desc.inputs[0].sizes = {1, std::min(x[1], kProofChannels), x[2], x[3]};
+      proof_plan.sizes[0] = 1;
+      proof_plan.sizes[1] = proof_desc.inputs[0].sizes[1];
+    }
+    auto proof_op = make(proof_desc, proof_plan.sizes);
     if (proof_op->describe() == op->describe()) {
       KILN_RETURN_IF_ERROR(
-          prove_against_reference(small_desc, *proof_op, small_plan, spec.options));
+          prove_against_reference(proof_desc, *proof_op, proof_plan, spec.options));
       return std::unique_ptr<CpuOp>(std::move(op));
     }
   }
