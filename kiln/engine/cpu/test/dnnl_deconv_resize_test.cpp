@@ -1,6 +1,7 @@
 // ConvTranspose and Resize/Upsample on oneDNN against the reference kernels (kiln/kernels) on
 // seeded random data over each op's options, and the cases they leave to the reference kernel
-// (NotSupported). Every op runs with num_threads = 1.
+// (NotSupported). Every op runs with num_threads = 1 but those of
+// OpsOfTwoThreadsAreProvedOnOneAndMatchTheReference.
 
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
@@ -308,6 +309,52 @@ TEST(DnnlResize, MatchesReferenceWhereverAcceptedAndAcceptsTheCommonCases) {
       EXPECT_EQ((*op)->describe().rfind("oneDNN", 0), 0u) << (*op)->describe();
     }
   }
+}
+
+// An op of 2 threads is proved on an op of one thread (no OpenMP team woken while a model
+// specializes): it accepts what the 1-thread op accepts, on the same implementation, and
+// matches the reference. Large enough to keep both threads (op_threads); 8 channels: proved
+// at its own size, 32: on one block of 16.
+TEST(DnnlResize, OpsOfTwoThreadsAreProvedOnOneAndMatchTheReference) {
+  const std::vector<std::pair<ResizeMode, std::vector<float>>> cases = {
+      {{"nearest", "asymmetric", "floor"}, {1, 1, 2, 2}},
+      {{"nearest", "half_pixel", "round_prefer_ceil"}, {1, 1, 0.5f, 0.5f}},
+      {{"linear", "half_pixel", ""}, {1, 1, 2, 2}},
+      {{"linear", "align_corners", ""}, {1, 1, 1.5f, 1.5f}},
+      {{"nearest", "asymmetric", "ceil"}, {1, 1, 1.5f, 2}},
+  };
+  uint32_t seed = 1300;
+  int accepted = 0;
+  for (const auto& [m, scales] : cases) {
+    for (const std::vector<int64_t>& shape :
+         std::vector<std::vector<int64_t>>{{1, 8, 96, 128}, {1, 32, 64, 64}}) {
+      SCOPED_TRACE(m.mode + " " + m.coordinates + " " + m.nearest + " " +
+                   runtime::shape_to_string(shape));
+      std::vector<ir::Attribute> attributes = {
+          str("mode", m.mode), str("coordinate_transformation_mode", m.coordinates)};
+      if (!m.nearest.empty()) attributes.push_back(str("nearest_mode", m.nearest));
+      kernels::ResizeOptions options;
+      options.mode = *kernels::parse_resize_mode(m.mode);
+      options.coordinates = *kernels::parse_resize_coordinates(m.coordinates);
+      if (!m.nearest.empty()) options.nearest = *kernels::parse_resize_nearest(m.nearest);
+      OwnedTensor x = random_tensor(shape, seed++);
+      Case one = resize_case(attributes, x, &scales, nullptr);
+      Case two = resize_case(attributes, x, &scales, nullptr);
+      two.desc.num_threads = 2;
+      ASSERT_EQ(op_threads(two.desc), 2);  // the op keeps both threads
+      auto op_one = one.create();
+      auto op_two = two.create();
+      ASSERT_EQ(op_one.ok(), op_two.ok()) << op_one.status() << " / " << op_two.status();
+      if (!op_two.ok()) {
+        EXPECT_EQ(op_two.status().code(), Error::NotSupported) << op_two.status();
+        continue;
+      }
+      ++accepted;
+      EXPECT_EQ((*op_one)->describe(), (*op_two)->describe());
+      expect_near(two.run(**op_two), reference_resize(x, options, &scales, nullptr));
+    }
+  }
+  EXPECT_GE(accepted, 6);  // the first three cases at both shapes at least
 }
 
 TEST(DnnlResize, UpsampleAndOpset10FormsUseAsymmetricCoordinates) {
