@@ -473,8 +473,7 @@ class SmallConvOp final : public SmallOp {
       const float* image = x + n * channels_ * in_h_ * in_w_;
       float* result = y + n * out_c_ * pixels;
       if (by_channels_) {
-        gather(
-            image, [taps](int64_t p) { return p * taps; }, 1);
+        gather_rows(image);
         float* transposed = panels_.data() + pixels * taps;
         e.col_bias = bias;
         gemm_panels(panels_.data(), taps, pixels, taps, weights_, out_c_, transposed, out_c_, e);
@@ -494,8 +493,8 @@ class SmallConvOp final : public SmallOp {
   // By pixels: panels_[(p / 16) * taps * 16 + tap * 16 + p % 16] = the input under tap `tap`
   // of output pixel p (0 in padding). Tap by tap and output row by output row: the pixels of an
   // output row read one input row at a fixed offset, so each run of them inside one panel is a
-  // zero-filled head and tail around one strided copy (a memcpy at stride 1), found once per
-  // tap rather than per pixel.
+  // zero-filled head and tail around one strided copy, its bounds found once per tap rather
+  // than per pixel.
   void gather_pixels(const float* image) {
     const int64_t taps = channels_ * kernel_h_ * kernel_w_;
     for (int64_t c = 0; c < channels_; ++c) {
@@ -540,9 +539,9 @@ class SmallConvOp final : public SmallOp {
   // By channels: panels_[p * taps + tap] = the input under tap `tap` of output pixel p (0 in
   // padding), rows of pixels. Per pixel, the kernel positions inside the image are found once;
   // each kernel row then copies them.
-  template <typename Start>
-  void gather(const float* image, Start start, int64_t tap_stride) {
+  void gather_rows(const float* image) {
     const int64_t pixels = out_h_ * out_w_;
+    const int64_t taps = channels_ * kernel_h_ * kernel_w_;
     for (int64_t p = 0; p < pixels; ++p) {
       const int64_t oh = p / out_w_, ow = p % out_w_;
       const int64_t iw0 = ow * stride_w_ - pad_w_;
@@ -550,24 +549,24 @@ class SmallConvOp final : public SmallOp {
       const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + dilation_w_ - 1) / dilation_w_;
       const int64_t hi =
           iw0 >= in_w_ ? 0 : std::min(kernel_w_, (in_w_ - iw0 + dilation_w_ - 1) / dilation_w_);
-      float* column = panels_.data() + start(p);
+      float* column = panels_.data() + p * taps;
       for (int64_t c = 0; c < channels_; ++c) {
         const float* plane = image + c * in_h_ * in_w_;
         for (int64_t kh = 0; kh < kernel_h_; ++kh) {
-          float* to = column + ((c * kernel_h_ + kh) * kernel_w_) * tap_stride;
+          float* to = column + (c * kernel_h_ + kh) * kernel_w_;
           const int64_t ih = oh * stride_h_ - pad_h_ + kh * dilation_h_;
           if (ih < 0 || ih >= in_h_ || lo >= hi) {
-            for (int64_t kw = 0; kw < kernel_w_; ++kw) to[kw * tap_stride] = 0.0f;
+            std::fill(to, to + kernel_w_, 0.0f);
             continue;
           }
           const float* row = plane + ih * in_w_ + iw0;
-          for (int64_t kw = 0; kw < lo; ++kw) to[kw * tap_stride] = 0.0f;
-          if (tap_stride == 1 && dilation_w_ == 1) {
+          std::fill(to, to + lo, 0.0f);
+          if (dilation_w_ == 1) {
             std::memcpy(to + lo, row + lo, sizeof(float) * static_cast<size_t>(hi - lo));
           } else {
-            for (int64_t kw = lo; kw < hi; ++kw) to[kw * tap_stride] = row[kw * dilation_w_];
+            for (int64_t kw = lo; kw < hi; ++kw) to[kw] = row[kw * dilation_w_];
           }
-          for (int64_t kw = hi; kw < kernel_w_; ++kw) to[kw * tap_stride] = 0.0f;
+          std::fill(to + hi, to + kernel_w_, 0.0f);
         }
       }
     }
