@@ -243,12 +243,10 @@ uint64_t live_activation_bytes() { return arena_bytes_alive.load(std::memory_ord
 
 CompiledFunction::CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl)
     : impl_(std::move(impl)) {
-  arena_bytes_alive.fetch_add(impl_->arena_bytes + impl_->scratchpad_bytes,
-                              std::memory_order_relaxed);
+  arena_bytes_alive.fetch_add(impl_->arena_bytes, std::memory_order_relaxed);
 }
 CompiledFunction::~CompiledFunction() {
-  arena_bytes_alive.fetch_sub(impl_->arena_bytes + impl_->scratchpad_bytes,
-                              std::memory_order_relaxed);
+  arena_bytes_alive.fetch_sub(impl_->arena_bytes, std::memory_order_relaxed);
 }
 
 const std::string& CompiledFunction::name() const { return impl_->name; }

@@ -78,7 +78,7 @@ struct CompileOptions {
   std::vector<std::string> build_on_hit;
 };
 
-/// Bytes of the activation arenas and shared scratchpads of every compiled function alive in
+/// Bytes of the activation arenas (scratch memory included) of every compiled function alive in
 /// the process (for memory reports: with the weights, what a loaded model holds).
 uint64_t live_activation_bytes();
 
@@ -125,9 +125,10 @@ class CompiledFunction {
 
   /// One entry per step, in execution order.
   const std::vector<PlacementEntry>& placement() const;
-  /// Bytes of the activation arena (allocated once at `specialize`).
+  /// Bytes of the activation arena (allocated once at `specialize`), the oneDNN steps' scratch
+  /// memory included: each step's is a buffer alive during that step only.
   uint64_t arena_bytes() const;
-  /// Bytes of the scratch memory the oneDNN steps share (the largest any of them needs).
+  /// The most scratch memory one oneDNN step needs (part of `arena_bytes`).
   uint64_t scratchpad_bytes() const;
   /// True when every value's shape was resolved at compile time (a fully static plan).
   bool is_static() const;

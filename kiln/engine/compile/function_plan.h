@@ -141,8 +141,8 @@ class CompiledFunctionImpl {
   runtime::AlignedBuffer arena;  ///< 64-byte aligned, uninitialized; `arena_base` is its start.
   uint8_t* arena_base = nullptr;
   uint64_t arena_bytes = 0;
-  /// Scratch memory of the oneDNN steps, one buffer for all (they run one at a time).
-  runtime::AlignedBuffer scratchpad;
+  /// The most scratch memory one oneDNN step needs. Each step's scratch is a buffer of the
+  /// arena alive during that step only (the steps run one at a time), counted in `arena_bytes`.
   uint64_t scratchpad_bytes = 0;
   bool is_static = true;
   /// A shape-generic plan (`specialize_generic`): inputs of any shapes `graph`'s input types
@@ -264,10 +264,6 @@ runtime::Status verify_read_weights(const ir::Model& model, const ir::Graph& gra
 /// reference kernel reads them. Errors: the check's.
 runtime::Status verify_node_weights(const ir::Graph& graph, const ir::Node& node,
                                     const CompileOptions& options);
-
-/// Gives every oneDNN step of `impl` one scratchpad (`impl.scratchpad`), as large as the largest
-/// any needs: the steps run one at a time. Errors: OutOfMemory when it cannot be allocated.
-runtime::Status share_scratchpad(CompiledFunctionImpl& impl);
 
 /// The longest fusable chain after node `anchor`, or empty when nothing fuses.
 std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anchor);

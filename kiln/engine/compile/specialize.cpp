@@ -685,6 +685,21 @@ Status Builder::plan_memory() {
         plan::Lifetime{first[v], std::max(first[v], last[v]), std::max(bytes, s.native_bytes)});
     planned.push_back(static_cast<int>(v));
   }
+  // Each oneDNN step's scratch memory (its scratchpad and the buffers of the layout
+  // conversions left after the hand-overs) is alive during that step only, so it shares the
+  // arena with values dead then, in pages earlier steps have touched: OCR detection's first
+  // run wrote 5 MB of fresh pages into conversion buffers that each op had of its own.
+  std::vector<size_t> scratch_steps;
+  for (size_t i = 0; i < impl_->steps.size(); ++i) {
+    cpu::CpuOp* op = impl_->steps[i].cpu_op.get();
+    if (op == nullptr) continue;
+    KILN_RETURN_IF_ERROR(op->finish());
+    if (op->scratchpad_bytes() == 0) continue;
+    lifetimes.push_back(
+        plan::Lifetime{static_cast<int>(i), static_cast<int>(i), op->scratchpad_bytes()});
+    scratch_steps.push_back(i);
+    impl_->scratchpad_bytes = std::max(impl_->scratchpad_bytes, op->scratchpad_bytes());
+  }
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
   impl_->arena_bytes = memory.arena_size;
   // Not zero-filled: every step writes its outputs before anything reads them, and touching
@@ -701,11 +716,13 @@ Status Builder::plan_memory() {
     s.offset = slot(a.within).offset + a.offset;
     s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
   }
-  KILN_RETURN_IF_ERROR(share_scratchpad(*impl_));
+  for (size_t k = 0; k < scratch_steps.size(); ++k) {
+    impl_->steps[scratch_steps[k]].cpu_op->use_scratchpad(impl_->arena_base +
+                                                          memory.offsets[planned.size() + k]);
+  }
   // Slot tensors are final: point the oneDNN steps at them.
   for (Step& step : impl_->steps) {
     if (step.cpu_op == nullptr) continue;
-    KILN_RETURN_IF_ERROR(step.cpu_op->finish());
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       int v = step.inputs[i];
       const Tensor* view = nullptr;

@@ -50,20 +50,4 @@ Status verify_node_weights(const ir::Graph& graph, const ir::Node& node,
   return Status();
 }
 
-Status share_scratchpad(CompiledFunctionImpl& impl) {
-  for (const Step& step : impl.steps) {
-    if (step.cpu_op != nullptr) {
-      impl.scratchpad_bytes = std::max(impl.scratchpad_bytes, step.cpu_op->scratchpad_bytes());
-    }
-  }
-  if (impl.scratchpad_bytes == 0) return Status();
-  KILN_ASSIGN_OR_RETURN(impl.scratchpad, runtime::allocate_bulk(impl.scratchpad_bytes));
-  for (Step& step : impl.steps) {
-    if (step.cpu_op != nullptr && step.cpu_op->scratchpad_bytes() > 0) {
-      step.cpu_op->use_scratchpad(impl.scratchpad.get());
-    }
-  }
-  return Status();
-}
-
 }  // namespace kiln::engine::compile

@@ -155,13 +155,16 @@ class CpuOp {
   /// kiln's own, compiled ahead of time). Placement reports it as the device "cpu:<provider>".
   virtual std::string provider() const { return "onednn"; }
 
-  /// Bytes of scratch memory the op uses while it runs and can take from storage shared with
+  /// Bytes of scratch memory the op uses only while it runs (oneDNN's scratchpad, and the
+  /// buffers of the layout conversions `finish` left) and can take from storage shared with
   /// other ops (`use_scratchpad`); 0 when it needs none or keeps its own (e.g. it runs parts
-  /// side by side).
+  /// side by side). Complete once `finish` has run.
   virtual uint64_t scratchpad_bytes() const { return 0; }
   /// From now on the op uses `data` (at least `scratchpad_bytes()` bytes, 64-byte aligned,
-  /// valid while the op lives) as its scratch memory and releases its own. The caller never
-  /// runs two ops sharing `data` at once (the steps of a compiled function run one by one).
+  /// valid while the op lives) as its scratch memory and releases its own. Nothing is kept in
+  /// it between runs, and no run relies on what it holds: the caller may write anything there
+  /// between this op's runs, and never runs two ops sharing `data` at once (the steps of a
+  /// compiled function run one by one).
   virtual void use_scratchpad(void* /*data*/) {}
 
   /// A provider's own layout of a tensor (e.g. oneDNN's blocked nChw16c): equal `id`s are

@@ -206,8 +206,7 @@ Status Staging::make() {
   if (made_) return Status();
   try {
     plain_ = wrap(plain_desc_, nullptr);
-    internal_ =
-        own_buffer_ ? dnnl::memory(internal_desc_, cpu_engine()) : wrap(internal_desc_, nullptr);
+    internal_ = wrap(internal_desc_, nullptr);
     reorder_ = to_internal_ ? dnnl::reorder(plain_, internal_) : dnnl::reorder(internal_, plain_);
   } catch (const dnnl::error& e) {
     return Status(Error::Internal, std::string("oneDNN layout conversion: ") + e.what());
@@ -336,14 +335,37 @@ void DnnlOp::hold_scratchpad(const dnnl::primitive_desc_base& pd) {
   args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
 }
 
+namespace {
+uint64_t round_up_64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
 uint64_t DnnlOp::scratchpad_bytes() const {
-  return scratchpad_ ? scratchpad_.get_desc().get_size() : 0;
+  uint64_t bytes = scratchpad_ ? round_up_64(scratchpad_.get_desc().get_size()) : 0;
+  for (const StepBuffer& buffer : step_buffers_) {
+    bytes += round_up_64(buffer.memory.get_desc().get_size());
+  }
+  return bytes;
 }
 
 void DnnlOp::use_scratchpad(void* data) {
-  if (!scratchpad_ || scratchpad_.get_desc().get_size() == 0) return;
-  scratchpad_ = dnnl::memory(scratchpad_.get_desc(), cpu_engine(), data);
-  args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+  auto* at = static_cast<uint8_t*>(data);
+  if (scratchpad_ && scratchpad_.get_desc().get_size() > 0) {
+    scratchpad_ = dnnl::memory(scratchpad_.get_desc(), cpu_engine(), at);
+    args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+    at += round_up_64(scratchpad_.get_desc().get_size());
+  }
+  for (StepBuffer& buffer : step_buffers_) {
+    point(buffer.memory, at);
+    buffer.owned.reset();
+    at += round_up_64(buffer.memory.get_desc().get_size());
+  }
+}
+
+Result<dnnl::memory> DnnlOp::step_buffer(const dnnl::memory::desc& md) {
+  KILN_ASSIGN_OR_RETURN(runtime::AlignedBuffer owned, runtime::allocate_aligned(md.get_size()));
+  dnnl::memory memory = wrap(md, owned.get());
+  step_buffers_.push_back(StepBuffer{memory, std::move(owned)});
+  return memory;
 }
 
 Status DnnlOp::execute(const dnnl::primitive& primitive,
@@ -359,8 +381,15 @@ Status DnnlOp::execute(const dnnl::primitive& primitive,
 }
 
 Status DnnlOp::make(Staging& stage) {
-  ThreadScope threads(num_threads_);
-  return stage.make();
+  if (stage.made_) return Status();
+  {
+    ThreadScope threads(num_threads_);
+    KILN_RETURN_IF_ERROR(stage.make());
+  }
+  if (stage.own_buffer_) {
+    KILN_ASSIGN_OR_RETURN(stage.internal_, step_buffer(stage.internal_desc_));
+  }
+  return Status();
 }
 
 Status DnnlOp::convert(Staging& stage, const void* plain, const dnnl::memory* other) {

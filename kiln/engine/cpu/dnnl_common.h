@@ -3,6 +3,7 @@
 // Shared plumbing of the oneDNN op implementations (internal to kiln/engine/cpu).
 
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/runtime/core/aligned_buffer.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -103,8 +104,8 @@ class Staging {
 
   const dnnl::memory::desc& internal_desc() const { return internal_desc_; }
   CpuOp::NativeLayout native() const { return native_layout(internal_desc_); }
-  /// Makes the reorder and the buffer (once; later calls do nothing). Errors: Internal
-  /// (oneDNN's, e.g. out of memory).
+  /// Makes the reorder (once; later calls do nothing); the buffer is the op's to give
+  /// (`DnnlOp::make`). Errors: Internal (oneDNN's).
   Status make();
   /// The buffer in the primitive's layout, once made (with `own_buffer`).
   const dnnl::memory& internal() const { return internal_; }
@@ -116,7 +117,7 @@ class Staging {
   bool own_buffer_ = true;
   bool made_ = false;
   dnnl::memory plain_;     ///< Re-pointed at the caller's data each run.
-  dnnl::memory internal_;  ///< Owned, in the primitive's layout.
+  dnnl::memory internal_;  ///< In the primitive's layout: a step buffer of the op.
   dnnl::reorder reorder_;
 };
 
@@ -129,12 +130,14 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
                                    const dnnl::memory::desc& target);
 
 /// Primitive state shared by the implementations: the primitive, its arguments (re-pointed
-/// each run), an owned scratchpad, and output types.
+/// each run), the scratchpad and step buffers, and output types.
 class DnnlOp : public CpuOp {
  public:
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override { return describe_; }
+  /// The scratchpad and every step buffer, each rounded up to 64 bytes.
   uint64_t scratchpad_bytes() const override;
+  /// Places the scratchpad, then each step buffer, one after another in `data`.
   void use_scratchpad(void* data) override;
 
  protected:
@@ -147,8 +150,12 @@ class DnnlOp : public CpuOp {
   /// Runs `primitive` with `args` on the stream and waits; converts oneDNN errors.
   Status execute(const dnnl::primitive& primitive,
                  const std::unordered_map<int, dnnl::memory>& args);
+  /// A buffer in layout `md` that the op needs only while it runs (a conversion's, a staged
+  /// result): owned storage until `use_scratchpad` places it in the caller's, where every copy
+  /// of the returned handle then points. Errors: MemoryAllocationFailed.
+  Result<dnnl::memory> step_buffer(const dnnl::memory::desc& md);
   /// Makes `stage` (`Staging::make`) with this op's threads (oneDNN may start a parallel
-  /// region while creating a reorder).
+  /// region while creating a reorder), and its buffer a step buffer.
   Status make(Staging& stage);
   /// Converts the caller's plain tensor at `plain` into `stage`'s buffer, or (a result) the
   /// buffer into it; with `other`, from or into that memory instead of the buffer. Makes
@@ -164,6 +171,13 @@ class DnnlOp : public CpuOp {
   std::string describe_;
   dnnl::memory scratchpad_;
   std::unordered_map<int, dnnl::memory> args_;
+
+ private:
+  struct StepBuffer {
+    dnnl::memory memory;
+    runtime::AlignedBuffer owned;  ///< Null once placed by `use_scratchpad`.
+  };
+  std::vector<StepBuffer> step_buffers_;
 };
 
 /// An op of one primitive whose arguments map to the op's inputs and its one output.

@@ -54,7 +54,9 @@ class DeconvPatchesOp final : public DnnlOp {
     }
     if (!finished_) KILN_RETURN_IF_ERROR(finish());
     if (src_stage_) {
+      // The matmul reads the rows of the conversion's buffer (a step buffer: placed late).
       KILN_RETURN_IF_ERROR(convert(*src_stage_, inputs[0]->data()));
+      point(args_[DNNL_ARG_SRC], src_stage_->internal().get_data_handle());
     } else {
       point(args_[DNNL_ARG_SRC], inputs[0]->data());
     }
@@ -82,14 +84,10 @@ class DeconvPatchesOp final : public DnnlOp {
     src_stage_.reset();
     return Status();
   }
-  /// Makes the source's conversion, if left, and reads the matmul's rows from its buffer.
+  /// Makes the source's conversion, if left.
   Status finish() override {
     if (finished_) return Status();
-    if (src_stage_) {
-      KILN_RETURN_IF_ERROR(make(*src_stage_));
-      args_[DNNL_ARG_SRC] =
-          wrap(args_[DNNL_ARG_SRC].get_desc(), src_stage_->internal().get_data_handle());
-    }
+    if (src_stage_) KILN_RETURN_IF_ERROR(make(*src_stage_));
     finished_ = true;
     return Status();
   }
@@ -134,7 +132,7 @@ class DeconvPatchesOp final : public DnnlOp {
   // hinted (whose pixel rows the matmul reads) unless handed over natively.
   std::optional<Staging> src_stage_;
   bool finished_ = false;
-  memory patches_;  ///< The matmul's result [N, H * W, kH * kW * M], owned.
+  memory patches_;  ///< The matmul's result [N, H * W, kH * kW * M], a step buffer.
   int64_t n_ = 0, h_ = 0, w_ = 0, kh_ = 0, kw_ = 0, m_ = 0;  ///< The patches' geometry.
   memory::desc nhwc_;                                        ///< The output's native layout.
   bool native_output_ = false;
@@ -194,7 +192,7 @@ Result<std::unique_ptr<CpuOp>> DeconvPatchesOp::create(const OpDesc& desc, const
     for (int64_t i = 0; i < cols; ++i) to[i] = b[i % m];
     op->args_[DNNL_ARG_BIAS] = op->bias_;
   }
-  op->patches_ = memory(dst_md, cpu_engine());
+  KILN_ASSIGN_OR_RETURN(op->patches_, op->step_buffer(dst_md));
   op->args_[DNNL_ARG_DST] = op->patches_;
   op->describe_ = describe_pd(pd) + " (ConvTranspose as patches) src:" +
                   (staged ? format_of(*staged) : std::string("nchw"));

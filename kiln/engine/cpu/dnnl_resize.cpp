@@ -111,14 +111,20 @@ class ResampleOp final : public DnnlOp {
       KILN_RETURN_IF_ERROR(make(*src_stage_));
       args_[DNNL_ARG_SRC] = src_stage_->internal();
     }
-    if (dst_stage_) KILN_RETURN_IF_ERROR(make(*dst_stage_));
+    if (dst_stage_) {
+      KILN_RETURN_IF_ERROR(make(*dst_stage_));
+      // Written and converted out at every run: only then is the aligned buffer needed always.
+      KILN_ASSIGN_OR_RETURN(aligned_dst_, step_buffer(aligned_dst_.get_desc()));
+    }
     finished_ = true;
     return Status();
   }
 
  private:
   dnnl::resampling_forward primitive_;
-  memory aligned_dst_;  ///< Also the staged result, in the primitive's layout.
+  /// Where the primitive writes when the output is not 64-byte aligned; the staged result
+  /// (then a step buffer), in the primitive's layout.
+  memory aligned_dst_;
   std::optional<Staging> src_stage_, dst_stage_;
   bool finished_ = false;
 };
