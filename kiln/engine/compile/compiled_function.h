@@ -76,6 +76,11 @@ struct CompileOptions {
   /// store (`packed` null). Empty: the payload is checked before anything is built, and every
   /// function is built on first use.
   std::vector<std::string> build_on_hit;
+  /// Set by `ModelLoader` only, to rebuild a plan a cache entry records (not part of the
+  /// compiled result): ops whose implementation rests on a proof run at creation take it
+  /// unproved (`cpu::OpDesc::proofs_recorded`). The caller then compares the plan's
+  /// fingerprint with the entry's and rebuilds with this false on a mismatch. Default: false.
+  bool proofs_recorded = false;
 };
 
 /// Bytes of the activation arenas (scratch memory included) of every compiled function alive in

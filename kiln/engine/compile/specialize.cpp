@@ -386,6 +386,7 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   desc.num_threads = options_.num_threads;
   desc.packed = options_.packed.get();
   desc.small_ops_own_loops = options_.small_ops_own_loops;
+  desc.proofs_recorded = options_.proofs_recorded;
   if (node.op == "Conv" && blocked_convs_) {
     // A Winograd-shaped Conv of too large a weight stays direct, but blocked like its
     // neighbours: oneDNN's blocked direct kernel takes 0.06 ms to create where its nhwc one

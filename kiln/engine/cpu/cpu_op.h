@@ -111,6 +111,14 @@ struct OpDesc {
   /// (NotSupported) for the reference kernel. False: oneDNN whatever the size (tests of the
   /// oneDNN ops on small shapes).
   bool small_ops_own_loops = true;
+  /// The op is rebuilt for a plan that a cache entry records, made by this engine with this
+  /// oneDNN on a CPU of these features (all in the entry's key): an implementation that is
+  /// taken only once proved against the reference at creation (a Resize on oneDNN's
+  /// resampling, whose index mapping is checked against ONNX's) is taken unproved, since the
+  /// plan the proof allowed is recorded in the entry (its fingerprint names each step's
+  /// implementation). The caller must compare the plan built with the entry's and rebuild with
+  /// this false when they differ. Default: false.
+  bool proofs_recorded = false;
 };
 
 /// The intra-op threads `desc`'s op runs with: `desc.num_threads`, or 1 when its estimated
@@ -118,6 +126,10 @@ struct OpDesc {
 /// joining more threads. Never more than `desc.num_threads` when that is positive. `create`
 /// applies it (LSTM and GRU keep their own rule).
 int op_threads(const OpDesc& desc);
+
+/// Resize ops proved against the reference kernel in this process so far (a Resize takes
+/// oneDNN's resampling only once proved; `OpDesc::proofs_recorded` skips it). For tests.
+uint64_t resize_proofs_run();
 
 /// Single-thread microseconds of `desc`'s work at the optimized kernels' typical speed
 /// (estimated from the shapes), or a negative value when unknown.

@@ -14,6 +14,7 @@
 #include <kiln/kernels/image_ops.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -277,8 +278,11 @@ float probe_value(kernels::ResizeMode mode, int64_t index) {
 
 /// Runs `op` on the probe image and compares every output plane with the reference kernel's
 /// result on one plane. Ok when they agree; NotSupported naming the first difference.
+std::atomic<uint64_t> proofs_run{0};
+
 Status prove_against_reference(const OpDesc& desc, CpuOp& op, const kernels::ResizePlan& plan,
                                const kernels::ResizeOptions& options) {
+  proofs_run.fetch_add(1, std::memory_order_relaxed);
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   const int64_t planes = x[0] * x[1], in_plane = x[2] * x[3];
   const int64_t out_plane = plan.sizes[2] * plan.sizes[3];
@@ -396,6 +400,8 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
     return std::make_unique<ResampleOp>(made, pd, out, x_plain, y_plain);
   };
   auto op = make(desc, plan->sizes);
+  // A plan a cache entry records was proved when the entry was made; the caller compares it.
+  if (desc.proofs_recorded) return std::unique_ptr<CpuOp>(std::move(op));
   // The proof runs on an op of its own, when oneDNN runs that on the same implementation:
   // - on one image of one block of channels: the proof touches every plane of the source and
   //   result, whose fresh pages can cost more than the proof (a detector's 256-channel Resize:
@@ -427,3 +433,7 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
 }
 
 }  // namespace kiln::engine::cpu::dnnl_impl
+
+namespace kiln::engine::cpu {
+uint64_t resize_proofs_run() { return dnnl_impl::proofs_run.load(std::memory_order_relaxed); }
+}  // namespace kiln::engine::cpu

@@ -127,19 +127,23 @@ bool Session::is_built() const { return bound_->ready.load(std::memory_order_acq
 Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) const {
   std::lock_guard<std::mutex> lock(bound.mutex);
   if (compile::CompiledFunction* built = bound.ready.load(std::memory_order_acquire)) return built;
+  // A function the entry records is rebuilt without the proofs its plan passed when made.
+  compile::CompileOptions recorded = compile_;
+  recorded.proofs_recorded = true;
   auto compiled =
       bound.generic    ? compile::specialize_generic(model_, bound.name, options_, compile_)
-      : bound.expected ? compile::specialize(model_, bound.name, bound.sizes, options_, compile_)
+      : bound.expected ? compile::specialize(model_, bound.name, bound.sizes, options_, recorded)
                        : specialize_shape(bound);
-  if (!compiled.ok()) {
-    return compiled.status().with_context("build function '" + bound.name + "' for " +
-                                          (bound.generic
-                                               ? std::string("every input shape (shape-generic)")
-                                               : "input shapes " + shapes_text(bound.sizes)));
-  }
+  const std::string context = "build function '" + bound.name + "' for " +
+                              (bound.generic ? std::string("every input shape (shape-generic)")
+                                             : "input shapes " + shapes_text(bound.sizes));
+  if (!compiled.ok()) return compiled.status().with_context(context);
   if (bound.expected && record_of(**compiled, bound.name, bound.sizes) != *bound.expected) {
-    // The entry's packed weights are found by their layouts, so the new plan is still right
-    // (a weight it needs in another layout is packed now); the entry is stale, not wrong.
+    // Not the plan the entry proved: built again with every proof. The entry's packed weights
+    // are found by their layouts, so the new plan is still right (a weight it needs in another
+    // layout is packed now); the entry is stale, not wrong.
+    compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+    if (!compiled.ok()) return compiled.status().with_context(context);
     std::lock_guard<std::mutex> warnings_lock(warnings_mutex_);
     build_warnings_.push_back("function '" + bound.name + "' for input shapes " +
                               shapes_text(bound.sizes) + " did not match the plan of cache entry " +
@@ -390,10 +394,21 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   cache::ModelCache cache(cache_dir_, cache_options_);
   LoadReport lookup;  // its warnings: an unusable entry is rebuilt and replaced
   std::optional<Adopted> cached = adopt_cached(cache, key, *compile_.packed, lookup);
+  // A shape the entry records is rebuilt without the proofs its plan passed when made; a plan
+  // that then differs from the entry's is built again with them.
+  const bool recorded = cached && cached->functions.size() == 1 &&
+                        cached->functions[0].name == bound.name &&
+                        cached->functions[0].input_sizes == bound.sizes;
+  compile::CompileOptions trusted = compile_;
+  trusted.proofs_recorded = recorded;
   KILN_ASSIGN_OR_RETURN(auto compiled,
-                        compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
+                        compile::specialize(model_, bound.name, bound.sizes, options_, trusted));
   artifact::FunctionRecord record = record_of(*compiled, bound.name, bound.sizes);
-  if (cached && cached->functions.size() == 1 && cached->functions[0] == record) {
+  if (recorded && cached->functions[0] != record) {
+    KILN_ASSIGN_OR_RETURN(compiled,
+                          compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
+    record = record_of(*compiled, bound.name, bound.sizes);
+  } else if (recorded) {
     shape_hits_.fetch_add(1);
     return compiled;
   }

@@ -150,7 +150,9 @@ TEST(RuntimeRows, SpecialValuesFollowTheReference) {
     for (size_t i = 0; i < actual.size(); ++i) {
       if (std::isnan(expected[i]) || std::isinf(expected[i])) {
         EXPECT_EQ(std::isnan(actual[i]), std::isnan(expected[i])) << "element " << i;
-        if (std::isinf(expected[i])) EXPECT_EQ(actual[i], expected[i]) << "element " << i;
+        if (std::isinf(expected[i])) {
+          EXPECT_EQ(actual[i], expected[i]) << "element " << i;
+        }
       } else {
         EXPECT_NEAR(actual[i], expected[i], 1e-5 + 1e-4 * std::fabs(expected[i]))
             << "element " << i;

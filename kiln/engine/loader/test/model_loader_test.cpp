@@ -1,6 +1,8 @@
 // The model loader: binding, placement, packages and the compiled-artifact cache.
+#include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/specialization/devices.h>
 
@@ -313,6 +315,65 @@ TEST(ModelLoaderCache, ShapesBoundAfterTheLoadAreStoredAndAdopted) {
   auto entries = cache.list();
   ASSERT_TRUE(entries.ok());
   EXPECT_EQ(entries->size(), 2u);  // batch 2, batch 3
+}
+
+/// x [n, 16, 16, 16] → Resize (nearest, scales 1, 1, 2, 2) → y: oneDNN's resampling, taken
+/// once proved against ONNX's index mapping.
+ir::Model resize_model() {
+  ModelBuilder b(8);
+  ir::Dim n = ir::Dim::symbol("n");
+  int x = b.input("x", {n, 16, 16, 16});
+  int scales = b.weight_of("scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+  int y = b.value("y", {n, 16, 32, 32});
+  b.node("Resize", {x, -1, scales}, {y});
+  b.output(y);
+  return b.build();
+}
+
+// The entry of a shape records the plan its proofs allowed: the next process rebuilds it
+// without proving again, and one whose plan differs from the entry's proves again.
+TEST(ModelLoaderCache, AShapeTheEntryRecordsIsBuiltWithoutProvingItsResizeAgain) {
+  ir::Model model = resize_model();
+  TempDir dir("proofs");
+  const std::vector<int64_t> sizes = {1, 16, 16, 16};
+  auto load_and_run = [&](uint64_t expected_hits, uint64_t expected_proofs) {
+    cache::ModelCache cache(dir.path.string());
+    auto loaded = ModelLoader::load(model, cpu_only(), &cache);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    const uint64_t proofs = cpu::resize_proofs_run();
+    expect_binds_like_reference(**loaded, model, sizes);
+    EXPECT_EQ((*loaded)->shape_cache_hits(), expected_hits);
+    EXPECT_EQ((*loaded)->shape_cache_stores(), 1 - expected_hits);
+    EXPECT_EQ(cpu::resize_proofs_run() - proofs, expected_proofs);
+    auto session = (*loaded)->bind("main", {sizes});
+    ASSERT_TRUE(session.ok());
+    EXPECT_EQ((*session->function())->placement()[0].device, "cpu:onednn");
+  };
+  load_and_run(/*hits=*/0, /*proofs=*/1);  // cold: proved, stored
+  load_and_run(/*hits=*/1, /*proofs=*/0);  // warm: the entry's plan, unproved
+  {
+    // Rewrite the entry with its plan's fingerprint changed (as if the proof had failed when
+    // it was made, and the Resize had run on another kernel).
+    cache::ModelCache cache(dir.path.string());
+    cache::CacheKey key;
+    auto hash = package::package_hash(model);
+    ASSERT_TRUE(hash.ok());
+    key.model_hash = *hash;
+    key.functions = {"main"};
+    key.input_shapes = {{sizes}};
+    key.specialization = cpu_only().identifier();
+    key.engine_version = engine_version();
+    key.cpu_features = specialization::cpu_features();
+    auto entry = cache.lookup(key);
+    ASSERT_TRUE(entry.ok() && entry->has_value());
+    auto view = artifact::read_artifact((*entry)->payload());
+    ASSERT_TRUE(view.ok()) << view.status().to_string();
+    view->functions[0].plan_fingerprint ^= 1;
+    auto payload = artifact::write_artifact(view->functions, view->packed);
+    ASSERT_TRUE(cache.store(key, payload, key.model_hash).ok());
+  }
+  load_and_run(/*hits=*/0, /*proofs=*/1);  // proved again, stored again
+  load_and_run(/*hits=*/1, /*proofs=*/0);
 }
 
 TEST(ModelLoaderAot, CacheKeyIsTheKeyLoadStoresUnder) {
