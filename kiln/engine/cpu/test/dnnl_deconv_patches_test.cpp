@@ -156,6 +156,15 @@ TEST(DnnlConvTransposePatches, ReadsAndWritesNativeLayouts) {
     EXPECT_EQ((*op)->native_input_layout(0)->id, dnnl_impl::layout_bytes(x_md));
     // Plain in (converted into the hinted layout), plain out.
     expect_near(c.run(**op), expected);
+    {
+      // The conversion's buffer and the patches placed in shared scratch memory hold nothing
+      // between runs.
+      auto placed_op = c.create();
+      ASSERT_TRUE(placed_op.ok()) << placed_op.status();
+      uint64_t placed = 0;
+      expect_near(c.run_in_spoiled_scratch(**placed_op, placed), expected);
+      EXPECT_GE(placed, x_md.get_size());
+    }
 
     // Native in and out.
     auto out_layout = (*op)->native_output_layout(0);

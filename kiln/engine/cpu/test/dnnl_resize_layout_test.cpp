@@ -70,6 +70,14 @@ TEST(DnnlResizeLayouts, RunsInTheProducersLayoutPlainOrNative) {
       ASSERT_TRUE((*op)->native_output_layout(0).has_value());
       EXPECT_EQ((*op)->native_output_layout(0)->id, dnnl_impl::layout_bytes(y_md));
       expect_near(c.run(**op), expected);  // Plain in and out, converted by the op.
+      {
+        // The conversions' buffers placed in shared scratch memory hold nothing between runs.
+        auto placed_op = c.create();
+        ASSERT_TRUE(placed_op.ok()) << placed_op.status();
+        uint64_t placed = 0;
+        expect_near(c.run_in_spoiled_scratch(**placed_op, placed), expected);
+        EXPECT_GE(placed, x_md.get_size() + y_md.get_size());  // both conversions' buffers
+      }
 
       ASSERT_TRUE((*op)->use_native_input(0).ok());
       ASSERT_TRUE((*op)->use_native_output(0).ok());

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -110,6 +111,29 @@ struct Case {
       EXPECT_TRUE(status.ok()) << status;
     }
     description = op.describe();
+    return out;
+  }
+  /// Finishes a created op and places its scratch memory (`CpuOp::use_scratchpad`: oneDNN's
+  /// scratchpad and the buffers of its layout conversions) in storage of the caller's, which
+  /// is filled with NaN bytes before each of two runs, as another step of a compiled function
+  /// may leave it; returns the output. `placed` is set to the bytes placed.
+  OwnedTensor run_in_spoiled_scratch(CpuOp& op, uint64_t& placed) {
+    EXPECT_TRUE(op.finish().ok());
+    placed = op.scratchpad_bytes();
+    std::vector<uint8_t> storage(placed + 64);
+    auto* data = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    if (placed > 0) op.use_scratchpad(data);
+    OwnedTensor out = zeros(op.outputs()[0].sizes);
+    std::vector<const runtime::Tensor*> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in.push_back(constant_flags[i] || !inputs[i] ? nullptr : &inputs[i]->tensor());
+    }
+    runtime::Tensor* out_ptr = &out.tensor();
+    for (int i = 0; i < 2; ++i) {
+      std::fill(storage.begin(), storage.end(), uint8_t{0xff});
+      runtime::Status status = op.run(in, runtime::Span<runtime::Tensor*>(&out_ptr, 1));
+      EXPECT_TRUE(status.ok()) << status;
+    }
     return out;
   }
   /// Creates the op and runs it (see `run(CpuOp&)`); returns the output.
