@@ -97,14 +97,19 @@ struct Case {
     }
     return CpuOp::create(desc);
   }
-  /// Runs a created op twice (the second run reuses every buffer of the first); constant
-  /// inputs are passed as null: the run must not read them.
-  OwnedTensor run(CpuOp& op) {
-    OwnedTensor out = zeros(op.outputs()[0].sizes);
+  /// The run-time inputs: constant and absent ones null (a run must not read constants).
+  std::vector<const runtime::Tensor*> run_inputs() const {
     std::vector<const runtime::Tensor*> in;
     for (size_t i = 0; i < inputs.size(); ++i) {
       in.push_back(constant_flags[i] || !inputs[i] ? nullptr : &inputs[i]->tensor());
     }
+    return in;
+  }
+  /// Runs a created op twice (the second run reuses every buffer of the first); constant
+  /// inputs are passed as null: the run must not read them.
+  OwnedTensor run(CpuOp& op) {
+    OwnedTensor out = zeros(op.outputs()[0].sizes);
+    std::vector<const runtime::Tensor*> in = run_inputs();
     runtime::Tensor* out_ptr = &out.tensor();
     for (int i = 0; i < 2; ++i) {
       runtime::Status status = op.run(in, runtime::Span<runtime::Tensor*>(&out_ptr, 1));
@@ -124,10 +129,7 @@ struct Case {
     auto* data = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
     if (placed > 0) op.use_scratchpad(data);
     OwnedTensor out = zeros(op.outputs()[0].sizes);
-    std::vector<const runtime::Tensor*> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(constant_flags[i] || !inputs[i] ? nullptr : &inputs[i]->tensor());
-    }
+    std::vector<const runtime::Tensor*> in = run_inputs();
     runtime::Tensor* out_ptr = &out.tensor();
     for (int i = 0; i < 2; ++i) {
       std::fill(storage.begin(), storage.end(), uint8_t{0xff});
