@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 
 import { caseInputs } from './inputs.mjs';
 import { writeNpy } from './npy.mjs';
-import { median, runner } from './tool_runs.mjs';
+import { median, parseFlags, runner } from './tool_runs.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -34,21 +34,9 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const args = {
+  return parseFlags(argv, {
     models: '', kiln: path.join(ROOT, 'build/release/tools/kiln/kiln'), runs: 5, gpt: 'gpt',
-  };
-  for (let i = 0; i < argv.length; i += 2) {
-    const [flag, value] = [argv[i], argv[i + 1]];
-    if (value === undefined) fail(`${flag} needs a value`);
-    if (flag === '--models') args.models = value;
-    else if (flag === '--kiln') args.kiln = value;
-    else if (flag === '--runs') args.runs = Number(value);
-    else if (flag === '--gpt') args.gpt = value;
-    else fail(`unknown argument '${flag}'`);
-  }
-  if (!args.models) fail('--models DIR is required');
-  if (!Number.isInteger(args.runs) || args.runs < 1) fail('--runs must be a positive integer');
-  return args;
+  }, fail);
 }
 
 const run = runner(fail);

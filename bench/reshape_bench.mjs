@@ -20,7 +20,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { writeNpy } from './npy.mjs';
-import { median, runner } from './tool_runs.mjs';
+import { median, parseFlags, runner } from './tool_runs.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // Eight lengths up to the benchmark's 128 tokens, in an order that grows and shrinks.
@@ -32,23 +32,9 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const args = {
+  return parseFlags(argv, {
     models: '', kiln: path.join(ROOT, 'build/release/tools/kiln/kiln'), threads: 1, rounds: 3,
-  };
-  for (let i = 0; i < argv.length; i += 2) {
-    const [flag, value] = [argv[i], argv[i + 1]];
-    if (value === undefined) fail(`${flag} needs a value`);
-    if (flag === '--models') args.models = value;
-    else if (flag === '--kiln') args.kiln = value;
-    else if (flag === '--threads') args.threads = Number(value);
-    else if (flag === '--rounds') args.rounds = Number(value);
-    else fail(`unknown argument '${flag}'`);
-  }
-  if (!args.models) fail('--models DIR is required');
-  for (const key of ['threads', 'rounds']) {
-    if (!Number.isInteger(args[key]) || args[key] < 1) fail(`--${key} must be a positive integer`);
-  }
-  return args;
+  }, fail);
 }
 
 const run = runner(fail);

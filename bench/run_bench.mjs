@@ -335,6 +335,13 @@ function main() {
       parts.push(reshapeTable(args, threads));
     }
   }
+  if (args.backend === 'kiln') {
+    for (const threads of args.threads) {
+      log(`patterns: models spelling out what the importer rewrites, ${threads} thread(s) ` +
+          '(bench/pattern_bench.mjs)');
+      parts.push(patternTable(args, threads));
+    }
+  }
   for (const gpt of ['gpt', 'gpt_large']) {
     if (args.backend !== 'kiln' || ![`${gpt}_prefill`, `${gpt}_decode`].every((n) => names.includes(n))) {
       continue;
@@ -355,29 +362,39 @@ function main() {
   process.exit(failures.length ? 1 : 0);
 }
 
+// The table another benchmark script of bench/ prints, under `title` (its command line).
+function scriptTable(script, flags, title) {
+  const ran = spawnSync(process.execPath,
+                        [path.join(path.dirname(fileURLToPath(import.meta.url)), script), ...flags],
+                        { encoding: 'utf8', timeout: 600_000 });
+  const body = ran.status === 0 ? ran.stdout.trim() : `${script} failed: ${firstLine(ran)}`;
+  return `### ${title}\n\n${body}`;
+}
+
 // bench/reshape_bench.mjs's table (GPT prefill at changing lengths: per-shape plans, one
 // shape-generic plan, ONNX Runtime).
 function reshapeTable(args, threads) {
-  const ran = spawnSync(process.execPath,
-                        [path.join(path.dirname(fileURLToPath(import.meta.url)), 'reshape_bench.mjs'),
-                         '--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
-                        { encoding: 'utf8', timeout: 600_000 });
-  const body = ran.status === 0 ? ran.stdout.trim()
-    : `reshape_bench.mjs failed: ${firstLine(ran)}`;
-  return `### Frequent reshapes, ${threads} thread(s) (\`bench/reshape_bench.mjs --threads ${threads}\`)\n\n` +
-    body;
+  return scriptTable('reshape_bench.mjs',
+                     ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
+                     `Frequent reshapes, ${threads} thread(s) ` +
+                     `(\`bench/reshape_bench.mjs --threads ${threads}\`)`);
+}
+
+// bench/pattern_bench.mjs's table (layer norm spelled out, Conv + BatchNormalization: kiln with
+// its rewrites, kiln with the graph as written, ONNX Runtime).
+function patternTable(args, threads) {
+  return scriptTable('pattern_bench.mjs',
+                     ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
+                     `Patterns the importer rewrites, ${threads} thread(s) ` +
+                     `(\`bench/pattern_bench.mjs --threads ${threads}\`)`);
 }
 
 // bench/memory_bench.mjs's table (one multifunction program vs two ONNX Runtime sessions).
 function memoryTable(args, gpt) {
-  const ran = spawnSync(process.execPath,
-                        [path.join(path.dirname(fileURLToPath(import.meta.url)), 'memory_bench.mjs'),
-                         '--models', args.models, '--kiln', args.kiln, '--runs', '3', '--gpt', gpt],
-                        { encoding: 'utf8', timeout: 600_000 });
-  const body = ran.status === 0 ? ran.stdout.trim()
-    : `memory_bench.mjs failed: ${firstLine(ran)}`;
-  return `### Memory: ${gpt} prefill + decode in one process (\`bench/memory_bench.mjs --gpt ${gpt}\`)\n\n` +
-    body;
+  return scriptTable('memory_bench.mjs',
+                     ['--models', args.models, '--kiln', args.kiln, '--runs', '3', '--gpt', gpt],
+                     `Memory: ${gpt} prefill + decode in one process ` +
+                     `(\`bench/memory_bench.mjs --gpt ${gpt}\`)`);
 }
 
 main();

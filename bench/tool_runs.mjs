@@ -22,3 +22,24 @@ export function median(values) {
   const s = [...values].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
+
+/** Parses `--name value` pairs of `argv` into a copy of `defaults`: each flag names a key of
+ * `defaults`; a key whose default is a number takes a positive integer. `--models` is required
+ * when `defaults` has it. Calls `fail(message)` on anything else. */
+export function parseFlags(argv, defaults, fail) {
+  const args = { ...defaults };
+  for (let i = 0; i < argv.length; i += 2) {
+    const [flag, value] = [argv[i], argv[i + 1]];
+    const key = flag.startsWith('--') ? flag.slice(2) : '';
+    if (!Object.hasOwn(defaults, key)) fail(`unknown argument '${flag}'`);
+    if (value === undefined) fail(`${flag} needs a value`);
+    if (typeof defaults[key] === 'number') {
+      args[key] = Number(value);
+      if (!Number.isInteger(args[key]) || args[key] < 1) fail(`${flag} must be a positive integer`);
+    } else {
+      args[key] = value;
+    }
+  }
+  if (Object.hasOwn(defaults, 'models') && !args.models) fail('--models DIR is required');
+  return args;
+}

@@ -145,7 +145,9 @@ Result<std::vector<uint8_t>> export_program(const std::vector<MethodSource>& met
   PackageSet packages(methods.front().multifunction.value_or(options.multifunction));
   ConstantPool constants;
   for (const MethodSource& m : methods) {
-    auto model = import_onnx_file(m.onnx_path);
+    ImportOptions import;
+    import.rewrite_patterns = options.rewrite_patterns;
+    auto model = import_onnx_file(m.onnx_path, import);
     if (!model.ok()) return model.status().with_context("export method '" + m.name + "'");
     const ir::Model& imported = *model;
     const ir::Graph* graph = imported.find_function("forward");

@@ -39,6 +39,10 @@ struct ExportOptions {
   bool expect_frequent_reshapes = false;
   /// `--aot`: specialize each package at export and embed its compiled artifact.
   bool aot = false;
+  /// false with `--no-pattern-rewrites`: import each graph as written, without rewriting
+  /// decomposed patterns (GELU, layer normalization, Conv + BatchNormalization) into single ops
+  /// (`engine::passes::rewrite_patterns`): to compare results with the graph as exported.
+  bool rewrite_patterns = true;
   uint32_t segment_alignment = 4096;
   /// Receives notes a user should see (e.g. a fallback to the portable lowering). Optional.
   std::function<void(const std::string&)> on_note;

@@ -1,5 +1,6 @@
 // `kiln export [MODEL.onnx] -o OUT.kiln [--method NAME=MODEL.onnx]... [--multifunction]
-//  [--backend kiln|portable] [--bound ...]... [--enumerate ...]... [--expect-frequent-reshapes]`
+//  [--backend kiln|portable] [--bound ...]... [--enumerate ...]... [--expect-frequent-reshapes]
+//  [--aot] [--no-pattern-rewrites]`
 
 #include <kiln/exporter/export.h>
 #include <kiln/exporter/writer/program_writer.h>
@@ -28,6 +29,7 @@ struct ExportArgs {
   bool multifunction = false;
   bool expect_frequent_reshapes = false;
   bool aot = false;
+  bool no_pattern_rewrites = false;
 };
 
 // METHOD:INPUT:DIM=MAX
@@ -88,6 +90,7 @@ Status run_export(const ExportArgs& args) {
   options.multifunction = args.multifunction;
   options.expect_frequent_reshapes = args.expect_frequent_reshapes;
   options.aot = args.aot;
+  options.rewrite_patterns = !args.no_pattern_rewrites;
   for (const auto& text : args.enumerations) {
     KILN_ASSIGN_OR_RETURN(exporter::DimEnumeration e, exporter::parse_enumeration(text));
     options.enumerations.push_back(std::move(e));
@@ -129,6 +132,9 @@ Command add_export_command(CLI::App& root) {
   app->add_flag("--expect-frequent-reshapes", args->expect_frequent_reshapes,
                 "favour shape-generic plans (kiln backend)");
   app->add_flag("--aot", args->aot, "embed the compiled artifact (kiln backend)");
+  app->add_flag("--no-pattern-rewrites", args->no_pattern_rewrites,
+                "import the graph as written (no GELU, layer normalization or "
+                "Conv+BatchNormalization rewrites)");
   return Command{app, [args] { return run_export(*args); }};
 }
 

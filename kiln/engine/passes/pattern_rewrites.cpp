@@ -1,5 +1,8 @@
 #include <kiln/engine/passes/pattern_rewrites.h>
 
+#include <kiln/engine/passes/normalization_patterns.h>
+#include <kiln/engine/passes/rewrite_context.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,94 +16,32 @@ namespace {
 
 class Rewriter {
  public:
-  Rewriter(ir::Model& model, ir::Graph& graph) : model_(model), graph_(graph) { count_uses(); }
+  Rewriter(ir::Model& model, ir::Graph& graph) : c_(model, graph), graph_(graph) {}
 
   size_t run() {
     size_t rewrites = 0;
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-      if (removed_.size() > n && removed_[n]) continue;
-      if (gelu(n) || reciprocal(n) || square(n)) ++rewrites;
+      if (c_.removed(n)) continue;
+      if (gelu(n) || reciprocal(n) || square(n) || rewrite_layer_norm(c_, n) ||
+          fold_conv_batch_norm(c_, n)) {
+        ++rewrites;
+      }
     }
-    std::vector<ir::Node> kept;
-    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-      if (n >= removed_.size() || !removed_[n]) kept.push_back(std::move(graph_.nodes[n]));
-    }
-    graph_.nodes = std::move(kept);
+    c_.compact();
     return rewrites;
   }
 
  private:
-  void count_uses() {
-    uses_.assign(graph_.values.size(), 0);
-    consumer_.assign(graph_.values.size(), -1);
-    for (size_t n = 0; n < graph_.nodes.size(); ++n) count_node(graph_.nodes[n], static_cast<int>(n));
-    for (int output : graph_.outputs) uses_[static_cast<size_t>(output)] += 2;  // never absorbed
-    removed_.assign(graph_.nodes.size(), false);
-  }
-
-  void count_node(const ir::Node& node, int top) {
-    for (int input : node.inputs) {
-      if (input < 0) continue;
-      ++uses_[static_cast<size_t>(input)];
-      consumer_[static_cast<size_t>(input)] = top;
-    }
-    for (const ir::Region& region : node.regions) {
-      for (const ir::Node& inner : region.nodes) count_node(inner, top);
-      for (int output : region.outputs) {
-        if (output >= 0) uses_[static_cast<size_t>(output)] += 2;
-      }
-    }
-  }
-
-  // The only top-level node reading `value`, when exactly one node reads it once.
   const ir::Node* sole_consumer(int value, size_t& index) const {
-    if (value < 0 || uses_[static_cast<size_t>(value)] != 1) return nullptr;
-    int c = consumer_[static_cast<size_t>(value)];
-    if (c < 0 || removed_[static_cast<size_t>(c)]) return nullptr;
-    index = static_cast<size_t>(c);
-    const ir::Node& node = graph_.nodes[index];
-    if (!node.regions.empty() || !node.domain.empty()) return nullptr;
-    return &node;
+    return c_.sole_consumer(value, index);
   }
-
-  std::optional<float> scalar(int value) const {
-    if (value < 0) return std::nullopt;
-    const ir::Value& v = graph_.values[static_cast<size_t>(value)];
-    if (v.weight < 0) return std::nullopt;
-    const ir::Weight& w = model_.weights[static_cast<size_t>(v.weight)];
-    if (w.dtype != runtime::ScalarType::Float32 || w.data.size() != sizeof(float)) {
-      return std::nullopt;
-    }
-    float f;
-    std::memcpy(&f, w.data.data(), sizeof(f));
-    return f;
-  }
-
-  static bool near(float value, double expected) {
-    return std::fabs(value - expected) <= 1e-6 * std::max(1.0, std::fabs(expected));
-  }
-
-  // A binary node `op` of `value` and a constant scalar near `expected` (either side when
-  // `commutes`): true when it matches.
+  std::optional<float> scalar(int value) const { return c_.scalar(value); }
   bool binary_with(const ir::Node& node, const char* op, int value, double expected,
                    bool commutes) const {
-    if (node.op != op || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
-    for (int side = 0; side < (commutes ? 2 : 1); ++side) {
-      int a = node.inputs[static_cast<size_t>(side)], b = node.inputs[static_cast<size_t>(1 - side)];
-      auto c = scalar(b);
-      if (a == value && c && near(*c, expected)) return true;
-    }
-    return false;
-  }
-
-  static bool reads(const ir::Node& node, int value) {
-    for (int input : node.inputs) {
-      if (input == value) return true;
-    }
-    return false;
+    return c_.binary_with(node, op, value, expected, commutes);
   }
   static int other_input(const ir::Node& node, int value) {
-    return node.inputs[0] == value ? node.inputs[1] : node.inputs[0];
+    return RewriteContext::other_input(node, value);
   }
 
   // x / sqrt(2) (or x * 1/sqrt(2)) → Erf → + 1 → then 0.5 * x * that, in one of three orders.
@@ -146,29 +87,20 @@ class Rewriter {
     } else {
       // (x * 0.5) * (1 + erf): the half product is read by this Mul alone.
       int half_x = other_input(*first, one_plus);
-      if (half_x < 0 || uses_[static_cast<size_t>(half_x)] != 1) return false;
-      size_t half_i = SIZE_MAX;
-      for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-        const ir::Node& node = graph_.nodes[i];
-        if (!removed_[i] && node.outputs.size() == 1 && node.outputs[0] == half_x) half_i = i;
-      }
+      if (half_x < 0 || c_.uses(half_x) != 1) return false;
+      size_t half_i = c_.producer(half_x);
       if (half_i == SIZE_MAX || !binary_with(graph_.nodes[half_i], "Mul", x, 0.5, true)) {
         return false;
       }
       absorbed.push_back(half_i);
       result = first->outputs[0];
     }
-    // The Gelu takes the place of the pattern's last node (all its inputs exist by then).
-    size_t last = *std::max_element(absorbed.begin(), absorbed.end());
     ir::Node gelu;
-    gelu.name = graph_.nodes[last].name;
     gelu.op = "Gelu";
     gelu.inputs = {x};
     gelu.outputs = {result};
     gelu.attributes.push_back(ir::Attribute{"approximate", std::string("none")});
-    for (size_t i : absorbed) removed_[i] = true;
-    removed_[last] = false;
-    graph_.nodes[last] = std::move(gelu);
+    c_.replace(absorbed, std::move(gelu));
     return true;
   }
 
@@ -183,20 +115,11 @@ class Rewriter {
     ir::Weight w;
     w.name = graph_.values[static_cast<size_t>(div.inputs[1])].name + ":reciprocal";
     w.dtype = runtime::ScalarType::Float32;
-    w.sizes = model_.weights[static_cast<size_t>(
-                                 graph_.values[static_cast<size_t>(div.inputs[1])].weight)]
-                  .sizes;
+    w.sizes = c_.constant(div.inputs[1], runtime::ScalarType::Float32)->sizes;
     float r = 1.0f / *c;
     w.data.resize(sizeof(r));
     std::memcpy(w.data.data(), &r, sizeof(r));
-    ir::Value value;
-    value.name = w.name;
-    value.type.dtype = runtime::ScalarType::Float32;
-    for (int64_t s : w.sizes) value.type.shape.emplace_back(s);
-    value.weight = model_.add_weight(std::move(w));
-    int reciprocal = graph_.add_value(std::move(value));
-    uses_.push_back(1);
-    consumer_.push_back(static_cast<int>(n));
+    int reciprocal = c_.add_constant(std::move(w), n);
     div.op = "Mul";
     div.inputs[1] = reciprocal;
     return true;
@@ -216,11 +139,8 @@ class Rewriter {
     return true;
   }
 
-  ir::Model& model_;
+  RewriteContext c_;
   ir::Graph& graph_;
-  std::vector<int> uses_;
-  std::vector<int> consumer_;
-  std::vector<bool> removed_;
 };
 
 }  // namespace

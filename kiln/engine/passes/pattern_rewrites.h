@@ -13,7 +13,10 @@ namespace kiln::engine::passes {
 /// - a division by a constant float scalar → a multiplication by its reciprocal (within an ulp;
 ///   oneDNN runs Mul, and fuses it);
 /// - `Pow(x, 2)` with f32 `x` and the exponent a constant f32 scalar exactly 2 → `Mul(x, x)`
-///   (exact; no powf per element).
+///   (exact; no powf per element);
+/// - layer normalization decomposed into ReduceMean, Sub, Pow, Sqrt, Div... →
+///   `LayerNormalization`, and a Conv followed by an inference BatchNormalization → the Conv
+///   with the normalization folded into its weights (normalization_patterns.h).
 /// Intermediate values must be read by the pattern only (not by other nodes, regions or the
 /// graph's outputs); constants must be f32 scalars (one element) within 1e-6 of the value.
 /// Returns how many patterns were rewritten. Never fails: what does not match is left as is.

@@ -13,7 +13,8 @@ struct ImportOptions {
   /// Fold constant subgraphs (shape arithmetic and the like) into weights.
   bool fold_constants = true;
   /// Rewrite decomposed patterns into single ops (erf GELU → Gelu, division by a constant
-  /// scalar → multiplication), see `engine::passes::rewrite_patterns`.
+  /// scalar → multiplication, layer normalization → LayerNormalization, a Conv's
+  /// BatchNormalization folded into its weights), see `engine::passes::rewrite_patterns`.
   bool rewrite_patterns = true;
 };
 

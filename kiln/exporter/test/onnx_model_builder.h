@@ -60,6 +60,19 @@ class OnnxModelBuilder {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  static void ints_attribute(onnx::NodeProto& n, const std::string& name,
+                             const std::vector<int64_t>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t i : v) a->add_ints(i);
+  }
+  static void float_attribute(onnx::NodeProto& n, const std::string& name, float v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
   /// A graph of one node `op` over `inputs` (outer values, for an If branch) into `output`, an
   /// f32 tensor of `dims` (0 with a name in `params`: symbolic).
   static onnx::GraphProto one_node_graph(const std::string& name, const std::string& op,

@@ -1,13 +1,9 @@
 // engine::passes::rewrite_patterns through the importer: erf GELU in each order exporters write
 // it becomes one Gelu, a division by a constant scalar a multiplication, a square by Pow a
 // product; results are unchanged.
-#include <kiln/exporter/export.h>
 #include <kiln/exporter/onnx/onnx_importer.h>
 #include <kiln/exporter/test/onnx_model_builder.h>
-#include <kiln/exporter/writer/program_writer.h>
-#include <kiln/runtime/core/data_loader.h>
-#include <kiln/runtime/executor/method.h>
-#include <kiln/runtime/executor/program.h>
+#include <kiln/exporter/test/portable_run.h>
 
 #include <gtest/gtest.h>
 
@@ -16,33 +12,14 @@
 namespace kiln::exporter {
 namespace {
 
-using runtime::EValue;
-using runtime::ScalarType;
-using runtime::Tensor;
 using test::OnnxModelBuilder;
 constexpr int kF32 = onnx::TensorProto::FLOAT;
 
 std::vector<float> run_model(const engine::ir::Model& model, std::vector<float> x) {
-  ProgramSpec spec;
-  EXPECT_TRUE(lower_to_portable(model, "forward", "forward", {}, spec).ok());
-  auto bytes = write_program(spec);
-  EXPECT_TRUE(bytes.ok());
-  auto program = runtime::Program::load(
-      std::make_shared<runtime::BufferDataLoader>(bytes->data(), bytes->size()));
-  EXPECT_TRUE(program.ok()) << program.status();
-  auto method = (*program)->load_method("forward");
-  EXPECT_TRUE(method.ok()) << method.status();
-  EXPECT_TRUE((*method)->set_input(0, EValue(Tensor(ScalarType::Float32, {2, 3}, x.data()))).ok());
-  EXPECT_TRUE((*method)->execute().ok());
-  const Tensor& y = (*method)->get_output(0).to_tensor();
-  return std::vector<float>(y.data_ptr<float>(), y.data_ptr<float>() + y.numel());
+  return test::run_portable(model, {2, 3}, std::move(x));
 }
 
-std::vector<std::string> ops(const engine::ir::Model& model) {
-  std::vector<std::string> out;
-  for (const auto& node : model.functions[0].nodes) out.push_back(node.op);
-  return out;
-}
+std::vector<std::string> ops(const engine::ir::Model& model) { return test::op_names(model); }
 
 enum class Order { TimesXThenHalf, HalfThenTimesX, HalfXFirst };
 

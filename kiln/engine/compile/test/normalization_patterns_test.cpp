@@ -1,0 +1,90 @@
+// The normalization patterns (passes/normalization_patterns.h) compiled: the rewritten model runs
+// on oneDNN's layer normalization and a Conv with its normalization folded and Relu fused, with
+// the results of the graph as written on the reference interpreter.
+#include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/passes/pattern_rewrites.h>
+
+namespace kiln::engine {
+namespace {
+
+using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+
+// x [2, 5, 16] → layer norm spelled out (ReduceMean, Sub, Pow, ReduceMean with axes as an
+// input, Add, Sqrt, Div, Mul, Add) → y; image [1, 8, 10, 10] → Conv(+b) → BatchNormalization → Relu
+// → z.
+ir::Model decomposed_model() {
+  ModelBuilder b(21);
+  int x = b.input("x", {2, 5, 16});
+  int image = b.input("image", {1, 8, 10, 10});
+  int two = b.weight_of("two", {}, {2.0f});
+  int eps = b.weight_of("eps", {}, {1e-5f});
+  int gamma = b.weight("gamma", {16});
+  int beta = b.weight("beta", {16});
+  std::vector<ir::Dim> full = {2, 5, 16}, reduced = {2, 5, 1};
+  int mean = b.value("mean", reduced), d = b.value("d", full), sq = b.value("sq", full);
+  int var = b.value("var", reduced), ve = b.value("ve", reduced), sd = b.value("sd", reduced);
+  int n = b.value("n", full), g = b.value("g", full), y = b.value("y", full);
+  std::vector<ir::Attribute> last = {ints("axes", {-1}), int_attr("keepdims", 1)};
+  b.node("ReduceMean", {x}, {mean}, last);
+  b.node("Sub", {x, mean}, {d});
+  b.node("Pow", {d, two}, {sq});
+  // The second mean takes its axes as an input, as from opset 18.
+  b.node("ReduceMean", {sq, b.int_weight("axes", {2})}, {var}, {int_attr("keepdims", 1)});
+  b.node("Add", {var, eps}, {ve});
+  b.node("Sqrt", {ve}, {sd});
+  b.node("Div", {d, sd}, {n});
+  b.node("Mul", {n, gamma}, {g});
+  b.node("Add", {g, beta}, {y});
+  b.output(y);
+
+  int w = b.weight("w", {8, 8, 3, 3}, 0.2f);
+  int bias = b.weight("bias", {8});
+  int scale = b.weight_of("scale", {8}, {0.5f, 0.8f, 1.1f, 1.4f, 1.7f, 2.0f, 0.6f, 0.9f});
+  int shift = b.weight("shift", {8});
+  int running_mean = b.weight("running_mean", {8});
+  int running_var =
+      b.weight_of("running_var", {8}, {0.2f, 0.5f, 1.0f, 2.0f, 0.3f, 0.7f, 1.5f, 3.f});
+  std::vector<ir::Dim> shape = {1, 8, 10, 10};
+  int c = b.value("c", shape), normed = b.value("normed", shape), z = b.value("z", shape);
+  b.node("Conv", {image, w, bias}, {c}, {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})});
+  b.node("BatchNormalization", {c, scale, shift, running_mean, running_var}, {normed},
+         {ir::Attribute{"epsilon", 1e-3}});
+  b.node("Relu", {normed}, {z});
+  b.output(z);
+  return b.build();
+}
+
+TEST(NormalizationPatterns, RewrittenModelRunsOnOneDnnWithTheResultsOfTheGraphAsWritten) {
+  const ir::Model original = decomposed_model();
+  ir::Model rewritten = original;
+  EXPECT_EQ(passes::rewrite_patterns(rewritten, rewritten.functions[0]), 2u);
+  const std::vector<std::vector<int64_t>> sizes = {{2, 5, 16}, {1, 8, 10, 10}};
+  CompileOptions onednn_only;
+  onednn_only.small_ops_own_loops = false;  // oneDNN even for work this small
+  auto compiled = compile::specialize(rewritten, "main", sizes, cpu_only(), onednn_only);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  std::map<std::string, const PlacementEntry*> where;
+  for (const auto& entry : (*compiled)->placement()) where[entry.op] = &entry;
+  EXPECT_EQ(where.size(), 2u);  // LayerNormalization, and the Conv with its Relu
+  ASSERT_TRUE(where.count("LayerNormalization") && where.count("Conv"));
+  EXPECT_EQ(where["LayerNormalization"]->device, "cpu:onednn");
+  EXPECT_EQ(where["Conv"]->device, "cpu:onednn");
+  EXPECT_THAT(where["Conv"]->fused, ::testing::ElementsAre(::testing::HasSubstr("Relu")));
+
+  std::vector<Buffer> inputs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    inputs.push_back(random_input(ScalarType::Float32, sizes[i], 40 + static_cast<uint32_t>(i)));
+  }
+  std::vector<const Tensor*> in;
+  for (auto& buffer : inputs) in.push_back(&buffer.tensor);
+  std::vector<Buffer> expected = interpret(original, in);
+  std::vector<Buffer> outputs = output_buffers(**compiled);
+  ASSERT_TRUE(run(**compiled, inputs, outputs).ok());
+  ASSERT_EQ(outputs.size(), expected.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    expect_close(outputs[i].tensor, expected[i].tensor, 1e-4, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::engine

@@ -1,0 +1,264 @@
+#include <kiln/engine/passes/normalization_patterns.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln::engine::passes {
+
+namespace {
+
+using runtime::ScalarType;
+
+std::optional<int64_t> int_attribute(const ir::Node& node, const char* name) {
+  const ir::Attribute* a = node.attribute(name);
+  if (a == nullptr) return std::nullopt;
+  const auto* i = std::get_if<int64_t>(&a->value);
+  return i ? std::optional<int64_t>(*i) : std::nullopt;
+}
+
+// How many trailing axes of a rank-`rank` input the ReduceMean `node` averages over with
+// keepdims=1 (axes from the attribute or, from opset 18, a constant input); nullopt when it
+// averages over anything else.
+std::optional<size_t> trailing_axes(const RewriteContext& c, const ir::Node& node, size_t rank) {
+  if (node.op != "ReduceMean" || !node.domain.empty() || !node.regions.empty() ||
+      node.inputs.empty() || node.outputs.size() != 1 ||
+      int_attribute(node, "keepdims").value_or(1) != 1) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> axes;
+  if (const ir::Attribute* a = node.attribute("axes")) {
+    const auto* list = std::get_if<std::vector<int64_t>>(&a->value);
+    if (list == nullptr) return std::nullopt;
+    axes = *list;
+  } else if (node.inputs.size() > 1) {
+    const ir::Weight* w = c.constant(node.inputs[1], ScalarType::Int64);
+    if (w == nullptr) return std::nullopt;
+    axes.resize(w->data.size() / sizeof(int64_t));
+    std::memcpy(axes.data(), w->data.data(), axes.size() * sizeof(int64_t));
+  }
+  if (axes.empty() || axes.size() > rank) return std::nullopt;
+  const auto r = static_cast<int64_t>(rank);
+  for (int64_t& a : axes) {
+    if (a < -r || a >= r) return std::nullopt;
+    if (a < 0) a += r;
+  }
+  std::sort(axes.begin(), axes.end());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != r - static_cast<int64_t>(axes.size() - i)) return std::nullopt;
+  }
+  return axes.size();
+}
+
+bool is_plain(const ir::Node& node, const char* op, size_t inputs) {
+  return node.op == op && node.domain.empty() && node.regions.empty() &&
+         node.inputs.size() == inputs && node.outputs.size() == 1 && node.outputs[0] >= 0;
+}
+
+// The constant other operand of the binary `node` (`op` of `value` and it, either order) when
+// it is f32 of exactly `sizes`; else -1.
+int constant_operand(const RewriteContext& c, const ir::Node& node, const char* op, int value,
+                     const std::optional<std::vector<int64_t>>& sizes) {
+  if (!sizes || !is_plain(node, op, 2) || !RewriteContext::reads(node, value)) return -1;
+  int other = RewriteContext::other_input(node, value);
+  const ir::Weight* w = c.constant(other, ScalarType::Float32);
+  return w != nullptr && other != value && w->sizes == *sizes ? other : -1;
+}
+
+// The static sizes of the trailing `k` axes of `type`, when they are static.
+std::optional<std::vector<int64_t>> trailing_sizes(const ir::TensorType& type, size_t k) {
+  std::vector<int64_t> out;
+  for (size_t d = type.shape.size() - k; d < type.shape.size(); ++d) {
+    if (!type.shape[d].is_static()) return std::nullopt;
+    out.push_back(type.shape[d].value());
+  }
+  return out;
+}
+
+ir::Weight f32_weight(std::string name, std::vector<int64_t> sizes, const std::vector<float>& v) {
+  ir::Weight w;
+  w.name = std::move(name);
+  w.dtype = ScalarType::Float32;
+  w.sizes = std::move(sizes);
+  w.data.resize(v.size() * sizeof(float));
+  std::memcpy(w.data.data(), v.data(), w.data.size());
+  return w;
+}
+
+std::vector<float> f32_values(const ir::Weight& w) {
+  std::vector<float> v(w.data.size() / sizeof(float));
+  std::memcpy(v.data(), w.data.data(), v.size() * sizeof(float));
+  return v;
+}
+
+}  // namespace
+
+bool rewrite_layer_norm(RewriteContext& c, size_t n) {
+  const ir::Graph& g = c.graph();
+  const ir::Node& mean = g.nodes[n];
+  if (mean.op != "ReduceMean" || mean.inputs.empty() || mean.inputs[0] < 0) return false;
+  const int x = mean.inputs[0];
+  const ir::TensorType& x_type = c.value(x).type;
+  if (x_type.dtype != ScalarType::Float32 || !x_type.rank_known || x_type.shape.empty()) {
+    return false;
+  }
+  const std::optional<size_t> k = trailing_axes(c, mean, x_type.shape.size());
+  if (!k) return false;
+  std::vector<size_t> absorbed = {n};
+  size_t i = 0;
+  const ir::Node* sub = c.sole_consumer(mean.outputs[0], i);
+  if (sub == nullptr || !is_plain(*sub, "Sub", 2) || sub->inputs[0] != x ||
+      sub->inputs[1] != mean.outputs[0]) {
+    return false;
+  }
+  absorbed.push_back(i);
+  const int d = sub->outputs[0];
+  // d is read by the square and by the division only (twice by a Mul(d, d)).
+  std::vector<size_t> readers = c.readers(d);
+  if (readers.size() != 2) return false;
+  size_t square_i = SIZE_MAX, divide_i = SIZE_MAX;
+  int reads = 0;
+  for (size_t r : readers) {
+    const ir::Node& node = g.nodes[r];
+    reads += static_cast<int>(std::count(node.inputs.begin(), node.inputs.end(), d));
+    bool squares = (is_plain(node, "Pow", 2) && c.binary_with(node, "Pow", d, 2.0, false)) ||
+                   (is_plain(node, "Mul", 2) && node.inputs[0] == d && node.inputs[1] == d);
+    (squares ? square_i : divide_i) = r;
+  }
+  if (reads != c.uses(d) || square_i == SIZE_MAX || divide_i == SIZE_MAX) return false;
+  absorbed.push_back(square_i);
+  const ir::Node* var = c.sole_consumer(g.nodes[square_i].outputs[0], i);
+  if (var == nullptr || var->inputs[0] != g.nodes[square_i].outputs[0] ||
+      trailing_axes(c, *var, x_type.shape.size()) != k) {
+    return false;
+  }
+  absorbed.push_back(i);
+  const ir::Node* add = c.sole_consumer(var->outputs[0], i);
+  if (add == nullptr || !is_plain(*add, "Add", 2)) return false;
+  const std::optional<float> eps = c.scalar(RewriteContext::other_input(*add, var->outputs[0]));
+  if (!eps || !std::isfinite(*eps) || *eps < 0.0f) return false;
+  absorbed.push_back(i);
+  const ir::Node* sqrt = c.sole_consumer(add->outputs[0], i);
+  if (sqrt == nullptr || !is_plain(*sqrt, "Sqrt", 1)) return false;
+  absorbed.push_back(i);
+  const ir::Node* divide = c.sole_consumer(sqrt->outputs[0], i);
+  if (divide != nullptr && is_plain(*divide, "Reciprocal", 1)) {
+    absorbed.push_back(i);
+    divide = c.sole_consumer(divide->outputs[0], i);
+    if (divide == nullptr || !is_plain(*divide, "Mul", 2) || !RewriteContext::reads(*divide, d)) {
+      return false;
+    }
+  } else if (divide == nullptr || !is_plain(*divide, "Div", 2) || divide->inputs[0] != d) {
+    return false;
+  }
+  if (i != divide_i) return false;
+  absorbed.push_back(i);
+  int current = divide->outputs[0];
+  const std::optional<std::vector<int64_t>> normalized = trailing_sizes(x_type, *k);
+  int scale = -1, bias = -1;
+  if (const ir::Node* mul = c.sole_consumer(current, i)) {
+    scale = constant_operand(c, *mul, "Mul", current, normalized);
+    if (scale >= 0) {
+      absorbed.push_back(i);
+      current = mul->outputs[0];
+    }
+  }
+  if (const ir::Node* plus = c.sole_consumer(current, i)) {
+    bias = constant_operand(c, *plus, "Add", current, normalized);
+    if (bias >= 0) {
+      absorbed.push_back(i);
+      current = plus->outputs[0];
+    }
+  }
+  const size_t last = *std::max_element(absorbed.begin(), absorbed.end());
+  const auto axis = static_cast<int64_t>(x_type.shape.size() - *k);  // x_type moves below
+  if (scale < 0) {
+    if (!normalized) return false;  // a scale of ones needs the normalized shape
+    size_t count = 1;
+    for (int64_t s : *normalized) count *= static_cast<size_t>(s);
+    scale = c.add_constant(f32_weight(c.value(x).name + ":layer_norm_scale", *normalized,
+                                      std::vector<float>(count, 1.0f)),
+                           last);
+  }
+  ir::Node norm;
+  norm.op = "LayerNormalization";
+  norm.inputs = {x, scale};
+  if (bias >= 0) norm.inputs.push_back(bias);
+  norm.outputs = {current};
+  norm.attributes.push_back(ir::Attribute{"axis", axis});
+  norm.attributes.push_back(ir::Attribute{"epsilon", static_cast<double>(*eps)});
+  c.replace(absorbed, std::move(norm));
+  return true;
+}
+
+bool fold_conv_batch_norm(RewriteContext& c, size_t n) {
+  ir::Graph& g = c.graph();
+  if (g.nodes[n].op != "Conv" || !g.nodes[n].domain.empty() || g.nodes[n].inputs.size() < 2 ||
+      g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] < 0) {
+    return false;
+  }
+  const ir::Node& conv = g.nodes[n];
+  const ir::Weight* weight = c.constant(conv.inputs[1], ScalarType::Float32);
+  if (weight == nullptr || weight->sizes.size() < 3 || weight->sizes[0] <= 0) return false;
+  const int64_t m = weight->sizes[0];
+  const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+  const ir::Weight* bias = has_bias ? c.constant(conv.inputs[2], ScalarType::Float32) : nullptr;
+  if (has_bias && (bias == nullptr || bias->sizes != std::vector<int64_t>{m})) return false;
+  size_t bn_i = 0;
+  const ir::Node* bn = c.sole_consumer(conv.outputs[0], bn_i);
+  if (bn == nullptr || bn->op != "BatchNormalization" || bn->inputs.size() != 5 ||
+      bn->outputs.empty() || bn->outputs[0] < 0 ||
+      int_attribute(*bn, "training_mode").value_or(0) != 0 ||
+      int_attribute(*bn, "spatial").value_or(1) != 1) {
+    return false;
+  }
+  for (size_t o = 1; o < bn->outputs.size(); ++o) {
+    if (c.uses(bn->outputs[o]) != 0) return false;  // training statistics someone reads
+  }
+  std::vector<std::vector<float>> params;  // scale, B, mean, var
+  for (size_t p = 1; p < 5; ++p) {
+    const ir::Weight* w = c.constant(bn->inputs[p], ScalarType::Float32);
+    if (w == nullptr || w->sizes != std::vector<int64_t>{m}) return false;
+    params.push_back(f32_values(*w));
+  }
+  double epsilon = 1e-5;
+  if (const ir::Attribute* a = bn->attribute("epsilon")) {
+    const auto* e = std::get_if<double>(&a->value);
+    if (e == nullptr) return false;
+    epsilon = *e;
+  }
+  std::vector<double> s(static_cast<size_t>(m));
+  for (size_t o = 0; o < s.size(); ++o) {
+    s[o] = params[0][o] / std::sqrt(static_cast<double>(params[3][o]) + epsilon);
+    if (!std::isfinite(s[o])) return false;
+  }
+  std::vector<float> w = f32_values(*weight);
+  const size_t per_channel = w.size() / s.size();
+  for (size_t e = 0; e < w.size(); ++e) {
+    w[e] = static_cast<float>(w[e] * s[e / per_channel]);
+  }
+  std::vector<float> b = has_bias ? f32_values(*bias) : std::vector<float>(s.size(), 0.0f);
+  for (size_t o = 0; o < s.size(); ++o) {
+    b[o] = static_cast<float>((static_cast<double>(b[o]) - params[2][o]) * s[o] + params[1][o]);
+  }
+  // Everything read from the weight table before adding to it (which may move it).
+  const std::string name = c.value(conv.inputs[1]).name;
+  const std::vector<int64_t> w_sizes = weight->sizes;
+  const int output = bn->outputs[0];
+  c.remove(bn_i);
+  int folded_w = c.add_constant(f32_weight(name + ":batch_norm_folded", w_sizes, w), n);
+  int folded_b = c.add_constant(f32_weight(name + ":batch_norm_bias", {m}, b), n);
+  ir::Node& folded = g.nodes[n];
+  folded.inputs.resize(std::max<size_t>(folded.inputs.size(), 3), -1);
+  folded.inputs[1] = folded_w;
+  folded.inputs[2] = folded_b;
+  folded.outputs[0] = output;
+  return true;
+}
+
+}  // namespace kiln::engine::passes

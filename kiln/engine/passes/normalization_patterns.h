@@ -1,0 +1,29 @@
+#pragma once
+
+#include <kiln/engine/passes/rewrite_context.h>
+
+#include <cstddef>
+
+namespace kiln::engine::passes {
+
+/// Layer normalization as exporters decompose it (PyTorch before opset 17, TensorFlow's
+/// converters), anchored at node `n`:
+///   mean = ReduceMean(x, trailing axes, keepdims=1); d = Sub(x, mean);
+///   var = ReduceMean(Pow(d, 2) or Mul(d, d), the same axes); std = Sqrt(Add(var, eps));
+///   y = Div(d, std) or Mul(d, Reciprocal(std)); then optionally Mul by a constant scale and
+///   Add of a constant bias, each of exactly the normalized shape (either operand order)
+/// → one `LayerNormalization(x, scale, bias)` with `axis` the first normalized axis and
+/// `epsilon` eps (a scale of ones when the pattern has none). x f32 of known rank; eps a
+/// constant f32 scalar, finite and >= 0; every intermediate value read by the pattern only.
+/// Returns true when rewritten.
+bool rewrite_layer_norm(RewriteContext& c, size_t n);
+
+/// `Conv(x, W[, b])` read only by an inference `BatchNormalization` whose scale, bias, mean and
+/// variance are constants of one element per output channel, anchored at the Conv `n`: the
+/// normalization is folded into the Conv's weights and bias (computed in double):
+///   s = scale / sqrt(var + epsilon); W'[m] = W[m] * s[m]; b'[m] = (b[m] - mean[m]) * s[m] + B[m]
+/// and the Conv writes the normalization's output. W, b and the parameters must be f32
+/// constants; s must be finite. Returns true when folded.
+bool fold_conv_batch_norm(RewriteContext& c, size_t n);
+
+}  // namespace kiln::engine::passes
