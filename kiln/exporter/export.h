@@ -40,7 +40,7 @@ struct ExportOptions {
   /// `--aot`: specialize each package at export and embed its compiled artifact.
   bool aot = false;
   /// false with `--no-pattern-rewrites`: import each graph as written, without rewriting
-  /// decomposed patterns (GELU, layer normalization, Conv + BatchNormalization) into single ops
+  /// decomposed patterns (GELU, layer normalization, a Conv's BatchNormalization) into single ops
   /// (`engine::passes::rewrite_patterns`): to compare results with the graph as exported.
   bool rewrite_patterns = true;
   uint32_t segment_alignment = 4096;

@@ -133,8 +133,8 @@ Command add_export_command(CLI::App& root) {
                 "favour shape-generic plans (kiln backend)");
   app->add_flag("--aot", args->aot, "embed the compiled artifact (kiln backend)");
   app->add_flag("--no-pattern-rewrites", args->no_pattern_rewrites,
-                "import the graph as written (no GELU, layer normalization or "
-                "Conv+BatchNormalization rewrites)");
+                "import the graph as written (no GELU, layer normalization or Conv "
+                "folding rewrites)");
   return Command{app, [args] { return run_export(*args); }};
 }
 

@@ -15,13 +15,6 @@ namespace {
 
 using runtime::ScalarType;
 
-std::optional<int64_t> int_attribute(const ir::Node& node, const char* name) {
-  const ir::Attribute* a = node.attribute(name);
-  if (a == nullptr) return std::nullopt;
-  const auto* i = std::get_if<int64_t>(&a->value);
-  return i ? std::optional<int64_t>(*i) : std::nullopt;
-}
-
 // How many trailing axes of a rank-`rank` input the ReduceMean `node` averages over with
 // keepdims=1 (axes from the attribute or, from opset 18, a constant input); nullopt when it
 // averages over anything else.
@@ -78,22 +71,6 @@ std::optional<std::vector<int64_t>> trailing_sizes(const ir::TensorType& type, s
     out.push_back(type.shape[d].value());
   }
   return out;
-}
-
-ir::Weight f32_weight(std::string name, std::vector<int64_t> sizes, const std::vector<float>& v) {
-  ir::Weight w;
-  w.name = std::move(name);
-  w.dtype = ScalarType::Float32;
-  w.sizes = std::move(sizes);
-  w.data.resize(v.size() * sizeof(float));
-  std::memcpy(w.data.data(), v.data(), w.data.size());
-  return w;
-}
-
-std::vector<float> f32_values(const ir::Weight& w) {
-  std::vector<float> v(w.data.size() / sizeof(float));
-  std::memcpy(v.data(), w.data.data(), v.size() * sizeof(float));
-  return v;
 }
 
 }  // namespace
@@ -193,71 +170,6 @@ bool rewrite_layer_norm(RewriteContext& c, size_t n) {
   norm.attributes.push_back(ir::Attribute{"axis", axis});
   norm.attributes.push_back(ir::Attribute{"epsilon", static_cast<double>(*eps)});
   c.replace(absorbed, std::move(norm));
-  return true;
-}
-
-bool fold_conv_batch_norm(RewriteContext& c, size_t n) {
-  ir::Graph& g = c.graph();
-  if (g.nodes[n].op != "Conv" || !g.nodes[n].domain.empty() || g.nodes[n].inputs.size() < 2 ||
-      g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] < 0) {
-    return false;
-  }
-  const ir::Node& conv = g.nodes[n];
-  const ir::Weight* weight = c.constant(conv.inputs[1], ScalarType::Float32);
-  if (weight == nullptr || weight->sizes.size() < 3 || weight->sizes[0] <= 0) return false;
-  const int64_t m = weight->sizes[0];
-  const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
-  const ir::Weight* bias = has_bias ? c.constant(conv.inputs[2], ScalarType::Float32) : nullptr;
-  if (has_bias && (bias == nullptr || bias->sizes != std::vector<int64_t>{m})) return false;
-  size_t bn_i = 0;
-  const ir::Node* bn = c.sole_consumer(conv.outputs[0], bn_i);
-  if (bn == nullptr || bn->op != "BatchNormalization" || bn->inputs.size() != 5 ||
-      bn->outputs.empty() || bn->outputs[0] < 0 ||
-      int_attribute(*bn, "training_mode").value_or(0) != 0 ||
-      int_attribute(*bn, "spatial").value_or(1) != 1) {
-    return false;
-  }
-  for (size_t o = 1; o < bn->outputs.size(); ++o) {
-    if (c.uses(bn->outputs[o]) != 0) return false;  // training statistics someone reads
-  }
-  std::vector<std::vector<float>> params;  // scale, B, mean, var
-  for (size_t p = 1; p < 5; ++p) {
-    const ir::Weight* w = c.constant(bn->inputs[p], ScalarType::Float32);
-    if (w == nullptr || w->sizes != std::vector<int64_t>{m}) return false;
-    params.push_back(f32_values(*w));
-  }
-  double epsilon = 1e-5;
-  if (const ir::Attribute* a = bn->attribute("epsilon")) {
-    const auto* e = std::get_if<double>(&a->value);
-    if (e == nullptr) return false;
-    epsilon = *e;
-  }
-  std::vector<double> s(static_cast<size_t>(m));
-  for (size_t o = 0; o < s.size(); ++o) {
-    s[o] = params[0][o] / std::sqrt(static_cast<double>(params[3][o]) + epsilon);
-    if (!std::isfinite(s[o])) return false;
-  }
-  std::vector<float> w = f32_values(*weight);
-  const size_t per_channel = w.size() / s.size();
-  for (size_t e = 0; e < w.size(); ++e) {
-    w[e] = static_cast<float>(w[e] * s[e / per_channel]);
-  }
-  std::vector<float> b = has_bias ? f32_values(*bias) : std::vector<float>(s.size(), 0.0f);
-  for (size_t o = 0; o < s.size(); ++o) {
-    b[o] = static_cast<float>((static_cast<double>(b[o]) - params[2][o]) * s[o] + params[1][o]);
-  }
-  // Everything read from the weight table before adding to it (which may move it).
-  const std::string name = c.value(conv.inputs[1]).name;
-  const std::vector<int64_t> w_sizes = weight->sizes;
-  const int output = bn->outputs[0];
-  c.remove(bn_i);
-  int folded_w = c.add_constant(f32_weight(name + ":batch_norm_folded", w_sizes, w), n);
-  int folded_b = c.add_constant(f32_weight(name + ":batch_norm_bias", {m}, b), n);
-  ir::Node& folded = g.nodes[n];
-  folded.inputs.resize(std::max<size_t>(folded.inputs.size(), 3), -1);
-  folded.inputs[1] = folded_w;
-  folded.inputs[2] = folded_b;
-  folded.outputs[0] = output;
   return true;
 }
 

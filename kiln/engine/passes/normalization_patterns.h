@@ -18,12 +18,4 @@ namespace kiln::engine::passes {
 /// Returns true when rewritten.
 bool rewrite_layer_norm(RewriteContext& c, size_t n);
 
-/// `Conv(x, W[, b])` read only by an inference `BatchNormalization` whose scale, bias, mean and
-/// variance are constants of one element per output channel, anchored at the Conv `n`: the
-/// normalization is folded into the Conv's weights and bias (computed in double):
-///   s = scale / sqrt(var + epsilon); W'[m] = W[m] * s[m]; b'[m] = (b[m] - mean[m]) * s[m] + B[m]
-/// and the Conv writes the normalization's output. W, b and the parameters must be f32
-/// constants; s must be finite. Returns true when folded.
-bool fold_conv_batch_norm(RewriteContext& c, size_t n);
-
 }  // namespace kiln::engine::passes

@@ -1,5 +1,6 @@
 #include <kiln/engine/passes/pattern_rewrites.h>
 
+#include <kiln/engine/passes/conv_folding.h>
 #include <kiln/engine/passes/normalization_patterns.h>
 #include <kiln/engine/passes/rewrite_context.h>
 
@@ -23,7 +24,7 @@ class Rewriter {
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (c_.removed(n)) continue;
       if (gelu(n) || reciprocal(n) || square(n) || rewrite_layer_norm(c_, n) ||
-          fold_conv_batch_norm(c_, n)) {
+          fold_conv_affine(c_, n)) {
         ++rewrites;
       }
     }

@@ -15,8 +15,9 @@ namespace kiln::engine::passes {
 /// - `Pow(x, 2)` with f32 `x` and the exponent a constant f32 scalar exactly 2 → `Mul(x, x)`
 ///   (exact; no powf per element);
 /// - layer normalization decomposed into ReduceMean, Sub, Pow, Sqrt, Div... →
-///   `LayerNormalization`, and a Conv followed by an inference BatchNormalization → the Conv
-///   with the normalization folded into its weights (normalization_patterns.h).
+///   `LayerNormalization` (normalization_patterns.h);
+/// - a Conv followed by an inference BatchNormalization, or by a Mul, Div, Add or Sub of
+///   per-channel constants → the Conv with them folded into its weights (conv_folding.h).
 /// Intermediate values must be read by the pattern only (not by other nodes, regions or the
 /// graph's outputs); constants must be f32 scalars (one element) within 1e-6 of the value.
 /// Returns how many patterns were rewritten. Never fails: what does not match is left as is.

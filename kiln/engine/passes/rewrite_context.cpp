@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <variant>
 
 namespace kiln::engine::passes {
 
@@ -124,6 +126,30 @@ void RewriteContext::compact() {
     if (!removed_[n]) kept.push_back(std::move(graph_.nodes[n]));
   }
   graph_.nodes = std::move(kept);
+}
+
+std::optional<int64_t> int_attribute(const ir::Node& node, const char* name) {
+  const ir::Attribute* a = node.attribute(name);
+  if (a == nullptr) return std::nullopt;
+  const auto* i = std::get_if<int64_t>(&a->value);
+  return i ? std::optional<int64_t>(*i) : std::nullopt;
+}
+
+std::vector<float> f32_values(const ir::Weight& weight) {
+  std::vector<float> v(weight.data.size() / sizeof(float));
+  std::memcpy(v.data(), weight.data.data(), v.size() * sizeof(float));
+  return v;
+}
+
+ir::Weight f32_weight(std::string name, std::vector<int64_t> sizes,
+                      const std::vector<float>& values) {
+  ir::Weight w;
+  w.name = std::move(name);
+  w.dtype = runtime::ScalarType::Float32;
+  w.sizes = std::move(sizes);
+  w.data.resize(values.size() * sizeof(float));
+  std::memcpy(w.data.data(), values.data(), w.data.size());
+  return w;
 }
 
 }  // namespace kiln::engine::passes

@@ -3,6 +3,7 @@
 #include <kiln/engine/ir/graph.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,5 +65,13 @@ class RewriteContext {
   std::vector<int> consumer_;
   std::vector<bool> removed_;
 };
+
+/// The int attribute `name` of `node`, when it has one of that type.
+std::optional<int64_t> int_attribute(const ir::Node& node, const char* name);
+/// The elements of an f32 weight.
+std::vector<float> f32_values(const ir::Weight& weight);
+/// An f32 weight of `sizes` holding `values`.
+ir::Weight f32_weight(std::string name, std::vector<int64_t> sizes,
+                      const std::vector<float>& values);
 
 }  // namespace kiln::engine::passes

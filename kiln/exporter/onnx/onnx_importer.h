@@ -14,7 +14,8 @@ struct ImportOptions {
   bool fold_constants = true;
   /// Rewrite decomposed patterns into single ops (erf GELU → Gelu, division by a constant
   /// scalar → multiplication, layer normalization → LayerNormalization, a Conv's
-  /// BatchNormalization folded into its weights), see `engine::passes::rewrite_patterns`.
+  /// BatchNormalization and per-channel Mul/Div/Add/Sub folded into its weights), see
+  /// `engine::passes::rewrite_patterns`.
   bool rewrite_patterns = true;
 };
 

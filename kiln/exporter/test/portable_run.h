@@ -1,7 +1,8 @@
 #pragma once
 
-// Running an imported model on the reference kernels, for the importer's rewrite tests.
+// Running imported models on the reference kernels, for the importer's rewrite tests.
 #include <kiln/exporter/export.h>
+#include <kiln/exporter/onnx/onnx_importer.h>
 #include <kiln/exporter/writer/program_writer.h>
 #include <kiln/runtime/core/data_loader.h>
 #include <kiln/runtime/executor/method.h>
@@ -9,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,43 @@ inline std::vector<float> run_portable(const engine::ir::Model& model,
   if (!ran.ok()) return {};
   const runtime::Tensor& y = (*method)->get_output(0).to_tensor();
   return std::vector<float>(y.data_ptr<float>(), y.data_ptr<float>() + y.numel());
+}
+
+/// `n` values drawn uniformly from [lo, hi) with `seed`.
+inline std::vector<float> seeded(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+inline size_t numel(const std::vector<int64_t>& sizes) {
+  size_t n = 1;
+  for (int64_t s : sizes) n *= static_cast<size_t>(s);
+  return n;
+}
+
+/// Imports the ONNX model `bytes` with and without the rewrites, runs both on one seeded input
+/// of `sizes` and checks their outputs agree within `tolerance` (relative, at least absolute);
+/// returns the rewritten model.
+inline engine::ir::Model expect_same_results(const std::string& bytes,
+                                             const std::vector<int64_t>& sizes,
+                                             double tolerance = 1e-5) {
+  auto rewritten = import_onnx(bytes, "m.onnx");
+  ImportOptions plain;
+  plain.rewrite_patterns = false;
+  auto original = import_onnx(bytes, "m.onnx", plain);
+  EXPECT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_TRUE(original.ok()) << original.status();
+  if (!rewritten.ok() || !original.ok()) return {};
+  std::vector<float> x = seeded(numel(sizes), 7, -2.0f, 3.0f);
+  std::vector<float> a = run_portable(*rewritten, sizes, x), b = run_portable(*original, sizes, x);
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    EXPECT_NEAR(a[i], b[i], tolerance * (1.0 + std::fabs(b[i]))) << "element " << i;
+  }
+  return std::move(rewritten).get();
 }
 
 /// The ops of the model's first function, in order.

@@ -1,0 +1,168 @@
+#include <kiln/engine/passes/conv_folding.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln::engine::passes {
+
+namespace {
+
+using runtime::ScalarType;
+
+// y = a * Conv(x) + d, per output channel.
+struct Affine {
+  std::vector<double> a;
+  std::vector<double> d;
+};
+
+// The per-channel values of the f32 constant `value` for an output of rank `rank` and `m`
+// channels, when it broadcasts along the channel axis (1) only.
+std::optional<std::vector<double>> per_channel(const RewriteContext& c, int value, size_t rank,
+                                               int64_t m) {
+  const ir::Weight* w = c.constant(value, ScalarType::Float32);
+  if (w == nullptr || w->sizes.size() > rank) return std::nullopt;
+  const size_t pad = rank - w->sizes.size();
+  int64_t channels = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t size = d < pad ? 1 : w->sizes[d - pad];
+    if (d == 1 && (size == m || size == 1)) {
+      channels = size;
+    } else if (size != 1) {
+      return std::nullopt;
+    }
+  }
+  const std::vector<float> v = f32_values(*w);
+  if (v.size() != static_cast<size_t>(channels)) return std::nullopt;
+  std::vector<double> out(static_cast<size_t>(m));
+  for (size_t o = 0; o < out.size(); ++o) out[o] = v[channels == 1 ? 0 : o];
+  return out;
+}
+
+bool all_finite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+// Folds the inference BatchNormalization `bn` of `current` into `f`; false when it is not one
+// this pass folds.
+bool fold_batch_norm(const RewriteContext& c, const ir::Node& bn, int current, int64_t m,
+                     Affine& f) {
+  if (bn.inputs.size() != 5 || bn.inputs[0] != current ||
+      int_attribute(bn, "training_mode").value_or(0) != 0 ||
+      int_attribute(bn, "spatial").value_or(1) != 1) {
+    return false;
+  }
+  for (size_t o = 1; o < bn.outputs.size(); ++o) {
+    if (c.uses(bn.outputs[o]) != 0) return false;  // training statistics someone reads
+  }
+  std::vector<std::vector<float>> params;  // scale, B, mean, var
+  for (size_t p = 1; p < 5; ++p) {
+    const ir::Weight* w = c.constant(bn.inputs[p], ScalarType::Float32);
+    if (w == nullptr || w->sizes != std::vector<int64_t>{m}) return false;
+    params.push_back(f32_values(*w));
+  }
+  double epsilon = 1e-5;
+  if (const ir::Attribute* a = bn.attribute("epsilon")) {
+    const auto* e = std::get_if<double>(&a->value);
+    if (e == nullptr) return false;
+    epsilon = *e;
+  }
+  Affine next = f;
+  for (size_t o = 0; o < f.a.size(); ++o) {
+    const double s = params[0][o] / std::sqrt(static_cast<double>(params[3][o]) + epsilon);
+    next.a[o] = f.a[o] * s;
+    next.d[o] = (f.d[o] - params[2][o]) * s + params[1][o];
+  }
+  if (!all_finite(next.a) || !all_finite(next.d)) return false;
+  f = std::move(next);
+  return true;
+}
+
+// Folds the binary `node` of `current` and a per-channel constant into `f`.
+bool fold_binary(const RewriteContext& c, const ir::Node& node, int current, size_t rank, int64_t m,
+                 Affine& f) {
+  if (node.inputs.size() != 2 || node.inputs[0] == node.inputs[1]) return false;
+  const bool first = node.inputs[0] == current;
+  const bool commutes = node.op == "Mul" || node.op == "Add";
+  if (!first && !commutes) return false;  // constant - y, constant / y: not affine in y's form
+  auto t = per_channel(c, node.inputs[first ? 1 : 0], rank, m);
+  if (!t) return false;
+  Affine next = f;
+  for (size_t o = 0; o < f.a.size(); ++o) {
+    const double v = (*t)[o];
+    if (node.op == "Mul" || node.op == "Div") {
+      const double factor = node.op == "Mul" ? v : 1.0 / v;
+      next.a[o] *= factor;
+      next.d[o] *= factor;
+    } else {
+      next.d[o] += node.op == "Add" ? v : -v;
+    }
+  }
+  if (!all_finite(next.a) || !all_finite(next.d)) return false;
+  f = std::move(next);
+  return true;
+}
+
+}  // namespace
+
+bool fold_conv_affine(RewriteContext& c, size_t n) {
+  ir::Graph& g = c.graph();
+  if (g.nodes[n].op != "Conv" || !g.nodes[n].domain.empty() || g.nodes[n].inputs.size() < 2 ||
+      g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] < 0) {
+    return false;
+  }
+  const ir::Node& conv = g.nodes[n];
+  const ir::Weight* weight = c.constant(conv.inputs[1], ScalarType::Float32);
+  if (weight == nullptr || weight->sizes.size() < 3 || weight->sizes[0] <= 0) return false;
+  const int64_t m = weight->sizes[0];
+  const size_t rank = weight->sizes.size();
+  const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+  const ir::Weight* bias = has_bias ? c.constant(conv.inputs[2], ScalarType::Float32) : nullptr;
+  if (has_bias && (bias == nullptr || bias->sizes != std::vector<int64_t>{m})) return false;
+
+  Affine f{std::vector<double>(static_cast<size_t>(m), 1.0),
+           std::vector<double>(static_cast<size_t>(m), 0.0)};
+  std::vector<size_t> folded;
+  int current = conv.outputs[0];
+  size_t i = 0;
+  while (const ir::Node* next = c.sole_consumer(current, i)) {
+    if (next->outputs.empty() || next->outputs[0] < 0) break;
+    const bool step =
+        next->op == "BatchNormalization"
+            ? fold_batch_norm(c, *next, current, m, f)
+            : (next->op == "Mul" || next->op == "Div" || next->op == "Add" || next->op == "Sub") &&
+                  next->outputs.size() == 1 && fold_binary(c, *next, current, rank, m, f);
+    if (!step) break;
+    folded.push_back(i);
+    current = next->outputs[0];
+  }
+  if (folded.empty()) return false;
+
+  std::vector<float> w = f32_values(*weight);
+  const size_t per_channel_elements = w.size() / static_cast<size_t>(m);
+  for (size_t e = 0; e < w.size(); ++e) {
+    w[e] = static_cast<float>(w[e] * f.a[e / per_channel_elements]);
+  }
+  std::vector<float> b = has_bias ? f32_values(*bias) : std::vector<float>(f.a.size(), 0.0f);
+  for (size_t o = 0; o < b.size(); ++o) {
+    b[o] = static_cast<float>(static_cast<double>(b[o]) * f.a[o] + f.d[o]);
+  }
+  // Everything read from the weight table before adding to it (which may move it).
+  const std::string name = c.value(conv.inputs[1]).name;
+  const std::vector<int64_t> w_sizes = weight->sizes;
+  for (size_t node : folded) c.remove(node);
+  const int folded_w = c.add_constant(f32_weight(name + ":folded", w_sizes, w), n);
+  const int folded_b = c.add_constant(f32_weight(name + ":folded_bias", {m}, b), n);
+  ir::Node& result = g.nodes[n];
+  result.inputs.resize(std::max<size_t>(result.inputs.size(), 3), -1);
+  result.inputs[1] = folded_w;
+  result.inputs[2] = folded_b;
+  result.outputs[0] = current;
+  return true;
+}
+
+}  // namespace kiln::engine::passes
