@@ -1,6 +1,6 @@
-// Fusion: Conv/MatMul/Gemm followed by a bias Add, one residual Add and activations becomes one
-// oneDNN op with a bias and post-ops. A fused node is one whose input is the chain's current
-// result, read by that node alone and not a function output.
+// Fusion: Conv/MatMul/Gemm followed by a bias Add, one residual Add and activations (and Muls by
+// a constant scalar) becomes one oneDNN op with a bias and post-ops. A fused node is one whose
+// input is the chain's current result, read by that node alone and not a function output.
 #include <kiln/engine/compile/function_plan.h>
 
 #include <algorithm>
@@ -39,6 +39,16 @@ std::optional<float> constant_scalar(const FusionContext& c, const ir::Node& nod
 }
 
 std::optional<PostOp> activation(const FusionContext& c, const ir::Node& node) {
+  if (node.op == "Mul" && node.inputs.size() == 2) {
+    // By a constant scalar (a division by one, which the importer makes a Mul): alpha * x.
+    for (size_t side = 0; side < 2; ++side) {
+      bool ok = true;
+      std::optional<float> s = constant_scalar(c, node, side, ok);
+      const int other = node.inputs[1 - side];
+      if (s && ok && !is_constant(c, other)) return PostOp{PostOpKind::Linear, *s, 0.0f};
+    }
+    return std::nullopt;
+  }
   if (node.op == "Relu") return PostOp{PostOpKind::Relu};
   if (node.op == "Sigmoid") return PostOp{PostOpKind::Sigmoid};
   if (node.op == "Tanh") return PostOp{PostOpKind::Tanh};

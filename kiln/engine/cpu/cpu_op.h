@@ -37,6 +37,8 @@ enum class PostOpKind {
   /// x + residual, where the residual is an extra input of the output's shape (appended after
   /// the op's own inputs, one per residual post-op in order). MatMul and Conv only.
   AddResidual,
+  /// alpha * x + beta: a Mul by a constant scalar (beta 0).
+  Linear,
 };
 
 /// One fused post-op; `alpha` and `beta` are Clip's bounds (Gelu: alpha 1 selects tanh).

@@ -39,7 +39,8 @@ constexpr double kStreamingBytes = 1 << 20;
 struct Epilogue {
   const float* row_bias = nullptr;  // [M], or null
   const float* col_bias = nullptr;  // [N], or null
-  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu; AddResidual for MatMul
+  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu, Linear; AddResidual
+                                    // for MatMul
   size_t num_ops = 0;
   const float* residual = nullptr;  // [M, N] (row stride ldc), for AddResidual
 };
@@ -71,6 +72,9 @@ struct Epilogue {
         break;
       case PostOpKind::AddResidual:
         v += residual;
+        break;
+      case PostOpKind::Linear:
+        v = v * splat(op.alpha) + splat(op.beta);
         break;
     }
   }
@@ -220,6 +224,7 @@ bool supported_post_ops(const OpDesc& desc, bool streaming = false) {
   return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [streaming](const PostOp& op) {
     return op.kind == PostOpKind::Relu || op.kind == PostOpKind::Clip ||
            op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh ||
+           op.kind == PostOpKind::Linear ||
            (streaming && (op.kind == PostOpKind::Gelu || op.kind == PostOpKind::AddResidual));
   });
 }

@@ -247,9 +247,9 @@ namespace {
 // Raised whenever plans change for the same model and options (4: 1-D Convs of few channels
 // as windows x weights; 5: LSTMs of small batches on kiln's cell; 6: ops of little work on
 // kiln's loops or the reference kernels; 7: blocked Convs in functions with depthwise Convs,
-// large Winograd-shaped Convs blocked and direct, streaming MatMuls), so that entries of older
-// plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 7";
+// large Winograd-shaped Convs blocked and direct, streaming MatMuls; 8: Muls by a constant
+// scalar fused as post-ops), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 8";
 
 struct StaticFunction {
   std::string name;
