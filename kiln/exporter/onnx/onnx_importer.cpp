@@ -2,6 +2,7 @@
 
 #include <kiln/engine/passes/constant_folding.h>
 #include <kiln/engine/passes/pattern_rewrites.h>
+#include <kiln/engine/passes/rank_completion.h>
 #include <kiln/exporter/onnx/onnx_sandbox.h>
 #include <kiln/exporter/onnx/onnx_tensor.h>
 
@@ -73,6 +74,7 @@ class Importer {
       }
       graph.outputs.push_back(index);
     }
+    engine::passes::complete_ranks(model_, graph);
     if (options_.rewrite_patterns) engine::passes::rewrite_patterns(model_, graph);
     model_.functions.push_back(std::move(graph));
     return std::move(model_);

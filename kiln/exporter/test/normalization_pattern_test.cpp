@@ -135,5 +135,54 @@ TEST(NormalizationPatterns, LayerNormSpellingsThatDifferAreLeftAlone) {
   }
 }
 
+// PyTorch's attention splits heads with a Reshape to a computed shape, which ONNX's shape
+// inference leaves without a rank, and with it everything after. The importer completes the
+// ranks (passes/rank_completion.h), so the layer norm after the head merge still matches.
+std::string layer_norm_after_computed_reshape() {
+  OnnxModelBuilder b(14);
+  b.input("x", kF32, {2, 3, 8}, {"", "seq"});  // a free length keeps the Shape from folding
+  b.output("y", kF32, {2, 3, 8}, {"", "seq"});
+  b.initializer_f32("w", {8, 8}, seeded(64, 5));
+  b.initializer_f32("two", {}, {2.0f});
+  b.initializer_f32("eps", {}, {1e-5f});
+  b.initializer_f32("gamma", {8}, seeded(8, 3, 0.5f, 1.5f));
+  b.initializer_f32("beta", {8}, seeded(8, 4));
+  b.node("Shape", {"x"}, {"shape"});
+  b.node("Reshape", {"x", "shape"}, {"r"});
+  b.node("MatMul", {"r", "w"}, {"x2"});
+  auto mean = [&](const std::string& in, const std::string& out) {
+    auto& n = b.node("ReduceMean", {in}, {out});
+    OnnxModelBuilder::ints_attribute(n, "axes", {-1});
+  };
+  mean("x2", "mean");
+  b.node("Sub", {"x2", "mean"}, {"d"});
+  b.node("Pow", {"d", "two"}, {"sq"});
+  mean("sq", "var");
+  b.node("Add", {"var", "eps"}, {"ve"});
+  b.node("Sqrt", {"ve"}, {"sd"});
+  b.node("Div", {"d", "sd"}, {"n"});
+  b.node("Mul", {"n", "gamma"}, {"g"});
+  b.node("Add", {"g", "beta"}, {"y"});
+  return b.bytes();
+}
+
+TEST(NormalizationPatterns, LayerNormAfterAReshapeToAComputedShapeIsRewritten) {
+  ImportOptions plain;
+  plain.rewrite_patterns = false;
+  auto written = import_onnx(layer_norm_after_computed_reshape(), "m.onnx", plain);
+  ASSERT_TRUE(written.ok()) << written.status();
+  // The MatMul's result: the Reshape's rank with B's columns, where ONNX gave no shape.
+  const engine::ir::Graph& g = written->functions[0];
+  const engine::ir::TensorType& x2 = g.values[static_cast<size_t>(g.find_value("x2"))].type;
+  ASSERT_TRUE(x2.rank_known) << x2.to_string();
+  ASSERT_EQ(x2.shape.size(), 3u);
+  EXPECT_EQ(x2.shape[2], engine::ir::Dim(8));
+
+  engine::ir::Model model = expect_same_results(layer_norm_after_computed_reshape(), {2, 3, 8});
+  ASSERT_FALSE(model.functions.empty());
+  EXPECT_EQ(ops(model),
+            (std::vector<std::string>{"Shape", "Reshape", "MatMul", "LayerNormalization"}));
+}
+
 }  // namespace
 }  // namespace kiln::exporter
