@@ -32,7 +32,8 @@ constexpr int64_t kMaxPanelBytes = int64_t{1} << 20;
 // kStreamingBytes (more than a core's L2 cache holds) is bound by reading B from memory, which
 // the panels do at the memory's full rate (see gemv_panels; oneDNN's kernels took a third longer
 // for GPT-large decode's 512 x 8192 head): it takes the loops at any size, on all its threads,
-// with Gelu and a residual too. Below that size, oneDNN's kernels are the faster ones for those post-ops.
+// with Gelu and a residual too. Below that size, oneDNN's kernels are the faster ones for those
+// post-ops.
 constexpr int64_t kStreamingRows = 4;
 constexpr double kStreamingBytes = 1 << 20;
 
