@@ -122,13 +122,22 @@ struct Epilogue {
   const int64_t panel_floats = k_count * kLanes;
   for (int64_t n0 = 0; n0 < n_count; n0 += kLanes) {
     const float* p = panels + (n0 / kLanes) * panel_floats;
-    Floats s[8] = {};
+    // Named sums, not an array: GCC at -O2 keeps an array of vectors in memory.
+    Floats s0{}, s1{}, s2{}, s3{}, s4{}, s5{}, s6{}, s7{};
     int64_t k = 0;
     for (; k + 7 < k_count; k += 8) {
-      for (int j = 0; j < 8; ++j) s[j] += a[k + j] * load(p + (k + j) * kLanes);
+      const float* q = p + k * kLanes;
+      s0 += a[k] * load(q);
+      s1 += a[k + 1] * load(q + kLanes);
+      s2 += a[k + 2] * load(q + 2 * kLanes);
+      s3 += a[k + 3] * load(q + 3 * kLanes);
+      s4 += a[k + 4] * load(q + 4 * kLanes);
+      s5 += a[k + 5] * load(q + 5 * kLanes);
+      s6 += a[k + 6] * load(q + 6 * kLanes);
+      s7 += a[k + 7] * load(q + 7 * kLanes);
     }
-    for (; k < k_count; ++k) s[0] += a[k] * load(p + k * kLanes);
-    const Floats sum[1] = {((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))};
+    for (; k < k_count; ++k) s0 += a[k] * load(p + k * kLanes);
+    const Floats sum[1] = {((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))};
     write_sums(sum, 1, 0, n0, n_count, c, ldc, e);
   }
 }
