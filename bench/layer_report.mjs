@@ -5,23 +5,42 @@ import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
-/** One core's FMA peak on the bench machine (AVX-512: 2 FMA units x 16 floats x 2 flops at
- * about 1.8 GHz sustained), the yardstick of the layer tables. */
-export const PEAK_GFLOPS_PER_CORE = 116;
+/** The path of kiln_cpu_bench (built with libbenchmark-dev) next to the kiln tool at `kiln`. */
+function cpuBench(kiln) {
+  return path.join(path.dirname(path.dirname(path.dirname(kiln))), 'kiln', 'engine', 'cpu',
+                   'kiln_cpu_bench');
+}
+
+/** One core's FMA peak in GFLOP/s, measured now by kiln_cpu_bench's BM_FmaPeak (16 chains of
+ * multiply-adds on the widest vectors the CPU has), the yardstick of the layer tables; null
+ * when kiln_cpu_bench is not built or fails. */
+export function measurePeak(kiln) {
+  const binary = cpuBench(kiln);
+  if (!existsSync(binary)) return null;
+  const ran = spawnSync(binary, ['--benchmark_filter=BM_FmaPeak', '--benchmark_min_time=0.2',
+                                 '--benchmark_format=json'],
+                        { encoding: 'utf8', maxBuffer: 1 << 24 });
+  if (ran.status !== 0) return null;
+  const rate = JSON.parse(ran.stdout).benchmarks?.[0]?.['GFLOP/s'];
+  return rate > 0 ? rate : null;
+}
+
+/** How the tables name the peak: measured, or absent. */
+const peakLabel = (peak) => (peak ? `${peak.toFixed(0)} GFLOP/s` : 'not measured');
 
 // A layer at this share of the peak or more counts as running near it.
 const NEAR_PEAK = 0.8;
 
-const percent = (x) => `${(100 * x).toFixed(0)} %`;
+const percent = (x) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)} %` : '-');
 
 /** Sums the steps of a `kiln bench --profile --json` report that do Conv or MatMul work
  * (`total_flops` > 0): GFLOP per run, their ms per run, their share of the runs, GFLOP/s and
- * % of the peak of `threads` cores, the share of their time in layers at 80 % of that peak or
+ * % of the peak of `threads` cores (`peakPerCore` GFLOP/s each; NaN shares when null), the share of their time in layers at 80 % of that peak or
  * more, and the layer of most time under it. */
-export function layerSummary(report, threads) {
+export function layerSummary(report, threads, peakPerCore) {
   const runs = report.runs ?? report.run_ms?.length ?? 0;
   const runMs = (report.latency_ms?.mean ?? 0) * runs;
-  const peak = PEAK_GFLOPS_PER_CORE * threads;
+  const peak = (peakPerCore ?? NaN) * threads;
   let flops = 0;
   let ms = 0;
   let nearMs = 0;
@@ -43,19 +62,20 @@ export function layerSummary(report, threads) {
 }
 
 /** The markdown table of the layers inside the models: `profiles` is a list of
- * { model, threads, report } (`report`: kiln bench --profile --json). */
-export function modelLayerTable(profiles) {
+ * { model, threads, report } (`report`: kiln bench --profile --json); `peak`: one core's FMA
+ * peak (measurePeak). */
+export function modelLayerTable(profiles, peak) {
   const lines = [
     '### Conv and MatMul layers inside the models (`kiln bench --profile`, warm cache, the ' +
         'faster of two processes)',
     '',
     `| model | threads | work (GFLOP/run) | their time (ms/run) | share of the run | GFLOP/s | ` +
-        `% of FMA peak (${PEAK_GFLOPS_PER_CORE} GFLOP/s x threads) | time at >= 80 % of peak | ` +
+        `% of FMA peak (${peakLabel(peak)} x threads) | time at >= 80 % of peak | ` +
         'most time under 80 %: layer (its share, % of peak) |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---|',
   ];
   for (const { model, threads, report } of profiles) {
-    const s = layerSummary(report, threads);
+    const s = layerSummary(report, threads, peak);
     if (!s) {
       lines.push(`| ${model} | ${threads} | - | - | - | - | - | - | no Conv or MatMul steps |`);
       continue;
@@ -77,10 +97,9 @@ export function modelLayerTable(profiles) {
 }
 
 /** The single-layer table from kiln_cpu_bench (built with libbenchmark-dev) next to the kiln
- * tool at `kiln`, one thread; null when it is absent. */
-export function singleLayerTable(kiln) {
-  const binary = path.join(path.dirname(path.dirname(path.dirname(kiln))), 'kiln', 'engine',
-                           'cpu', 'kiln_cpu_bench');
+ * tool at `kiln`, one thread, with `peak` (measurePeak) for the shares; null when it is absent. */
+export function singleLayerTable(kiln, peak) {
+  const binary = cpuBench(kiln);
   if (!existsSync(binary)) return null;
   const ran = spawnSync(binary, ['--benchmark_filter=BM_DnnlConv/.*/2|BM_DnnlMatMul',
                                  '--benchmark_min_time=0.2', '--benchmark_format=json'],
@@ -91,16 +110,25 @@ export function singleLayerTable(kiln) {
     '### Conv and MatMul layers, 1 thread (`kiln_cpu_bench`, activations in the op\'s own ' +
         'layout as inside a model)',
     '',
-    `| layer | implementation | GFLOP/s | % of FMA peak (${PEAK_GFLOPS_PER_CORE} GFLOP/s per core) |`,
+    `| layer | implementation | GFLOP/s | % of FMA peak (${peakLabel(peak)} per core) |`,
     '|---|---|---:|---:|',
   ];
   for (const b of report.benchmarks) {
     const [name, impl] = `${b.label}`.split(' | ');
-    lines.push(`| ${name.replace(' native', '')} | ${impl} | ${(b['GFLOP/s']).toFixed(1)} | ` +
-               `${(b['%peak']).toFixed(0)} % |`);
+    const rate = b['GFLOP/s'];
+    lines.push(`| ${name.replace(' native', '')} | ${impl} | ${rate.toFixed(1)} | ` +
+               `${percent(rate / (peak ?? NaN))} |`);
   }
-  lines.push('', `Rates use wall time; above 100 % means the core outruns the ` +
-             `${PEAK_GFLOPS_PER_CORE} GFLOP/s FMA-loop figure (or, for padded convs, that oneDNN ` +
-             'skips the zero padding).');
+  lines.push('', 'Rates use wall time; above 100 % means the layer outruns the FMA loop (for ' +
+             'padded convs, oneDNN skips the zero padding).');
   return lines.join('\n');
+}
+
+/** The line that says where the peak comes from. */
+export function peakNote(peak) {
+  return peak
+    ? `FMA peak: ${peak.toFixed(1)} GFLOP/s per core, measured in this run (\`kiln_cpu_bench ` +
+      '--benchmark_filter=BM_FmaPeak\`: 16 independent chains of multiply-adds on the widest ' +
+      'vectors the CPU has); the tables below share it per thread.'
+    : 'FMA peak: not measured (kiln_cpu_bench is not built: it needs libbenchmark-dev).';
 }

@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 
 import { format, machine, makeRow, resultsMarkdown, summary, table } from './bench_report.mjs';
 import { caseInputs } from './inputs.mjs';
-import { modelLayerTable, singleLayerTable } from './layer_report.mjs';
+import { measurePeak, modelLayerTable, peakNote, singleLayerTable } from './layer_report.mjs';
 import { writeNpy } from './npy.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -322,12 +322,15 @@ function main() {
   }
   const parts = [table(rows, failures), summary(rows, args.backend)];
   if (notes.length) parts.push(notes.join('\n'));
+  log('FMA peak (kiln_cpu_bench, when built)');
+  const peak = measurePeak(args.kiln);
+  parts.push(peakNote(peak));
   if (args.backend === 'kiln') {
     log('layers inside the models (kiln bench --profile)');
-    parts.push(modelLayerTable(profileModels(jobs, args)));
+    parts.push(modelLayerTable(profileModels(jobs, args), peak));
   }
   log('single layers (kiln_cpu_bench, when built)');
-  const layers = singleLayerTable(args.kiln);
+  const layers = singleLayerTable(args.kiln, peak);
   if (layers) parts.push(layers);
   if (args.backend === 'kiln' && names.includes('gpt_prefill')) {
     for (const threads of args.threads) {

@@ -2,15 +2,19 @@
 // inside a model) against the reference `conv` kernel at one thread, on ResNet-18 3x3 layers, a
 // 1x1 projection and a MobileNet depthwise 3x3 (batch 1, f32); MatMul throughput on the GPT
 // benchmark model's layers.
-// Counters: GFLOP/s and the percentage of one core's FMA peak (116 GFLOP/s on the Zen 4
-// development machine; ../shared research notes). Run by hand, e.g.
+// Counters: GFLOP/s and the percentage of one core's FMA peak, measured by BM_FmaPeak in the
+// same process (a loop of independent multiply-adds on the widest vectors the CPU has). Run by
+// hand, e.g.
 //   kiln_cpu_bench --benchmark_min_time=0.2
 
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/vector_math.h>
 #include <kiln/kernels/nn_conv_ops.h>
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 #include <vector>
 
@@ -23,7 +27,55 @@ using kiln::engine::cpu::TensorDesc;
 using kiln::runtime::ScalarType;
 using kiln::runtime::Tensor;
 
-constexpr double kPeakGflops = 116.0;
+using kiln::engine::cpu::vec::Floats;
+
+// Sixteen independent chains of multiply-adds (two FMA units of 4-cycle latency keep eight
+// busy) on the widest registers of the CPU: 2 flops x 16 lanes x 16 chains per iteration.
+// Named chains, not an array: GCC at -O2 keeps an array of vectors in memory.
+#define KILN_CHAINS(X) \
+  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+KILN_VECTOR_CLONES float fma_chains(int64_t iterations, float seed) {
+#define KILN_INIT(j) Floats c##j = Floats{} + (seed + (j)*1e-3f);
+#define KILN_STEP(j) c##j = c##j * m + a;
+#define KILN_SUM(j) sum += c##j[0] + c##j[15];
+  KILN_CHAINS(KILN_INIT)
+  const Floats m = Floats{} + 0.999999f, a = Floats{} + 1e-7f;
+  for (int64_t i = 0; i < iterations; ++i) {
+    KILN_CHAINS(KILN_STEP)
+  }
+  float sum = 0.0f;
+  KILN_CHAINS(KILN_SUM)
+  return sum;
+#undef KILN_INIT
+#undef KILN_STEP
+#undef KILN_SUM
+}
+
+constexpr double kFlopsPerIteration = 2.0 * 16 * 16;
+
+// One core's FMA peak in GFLOP/s: the best of five runs of 5 GFLOP each.
+double peak_gflops() {
+  static const double peak = [] {
+    constexpr int64_t kIterations = 10'000'000;
+    double best = 0.0;
+    for (int r = 0; r < 5; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(fma_chains(kIterations, static_cast<float>(r)));
+      std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      best = std::max(best, kIterations * kFlopsPerIteration / took.count() * 1e-9);
+    }
+    return best;
+  }();
+  return peak;
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  constexpr int64_t kIterations = 1'000'000;
+  for (auto _ : state) benchmark::DoNotOptimize(fma_chains(kIterations, 1.0f));
+  state.counters["GFLOP/s"] = benchmark::Counter(kIterations * kFlopsPerIteration * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("16 chains of multiply-adds");
+}
 
 struct Layer {
   const char* name;
@@ -61,7 +113,7 @@ void report(benchmark::State& state, const Layer& l) {
   state.SetLabel(l.name);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["%peak"] = benchmark::Counter(flops(l) * 1e-9 / kPeakGflops * 100.0,
+  state.counters["%peak"] = benchmark::Counter(flops(l) * 1e-9 / peak_gflops() * 100.0,
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -150,7 +202,7 @@ void BM_DnnlMatMul(benchmark::State& state) {
   double flops = 2.0 * static_cast<double>(l.m * l.k * l.n);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["%peak"] = benchmark::Counter(flops * 1e-9 / kPeakGflops * 100.0,
+  state.counters["%peak"] = benchmark::Counter(flops * 1e-9 / peak_gflops() * 100.0,
                                                benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(l.name) + " | " + (*op)->describe());
 }
@@ -182,6 +234,7 @@ void layers(benchmark::internal::Benchmark* b, bool layouts) {
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DnnlConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, true); });
 BENCHMARK(BM_ReferenceConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, false); });
 BENCHMARK(BM_DnnlMatMul)
