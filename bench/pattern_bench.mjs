@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // Patterns the importer rewrites: models whose graphs spell out layer normalization (GPT prefill
-// at opset 14) or keep each BatchNormalization after its Conv (ResNet-18 exported with them
-// preserved), run by kiln as exported (the rewrites on, the default), by kiln with the graph as
-// written (`kiln export --no-pattern-rewrites`) and by ONNX Runtime, in the same run.
+// at opset 14) or RMS normalization (GPT prefill with Llama's RMSNorm) or keep each
+// BatchNormalization after its Conv (ResNet-18 exported with them preserved), run by kiln as
+// exported (the rewrites on, the default), by kiln with the graph as written (`kiln export
+// --no-pattern-rewrites`) and by ONNX Runtime, in the same run.
 //
 //   node bench/pattern_bench.mjs --models DIR [--kiln PATH] [--threads N] [--rounds N]
 //
-// Makes DIR/resnet18_bn.onnx and DIR/gpt_prefill_opset14.onnx with
-// bench/models/make_pattern_models.py when either is missing, exports each both ways, writes a
+// Makes DIR/resnet18_bn.onnx, DIR/gpt_prefill_opset14.onnx and DIR/gpt_prefill_rmsnorm.onnx
+// with bench/models/make_pattern_models.py when any is missing, exports each both ways, writes a
 // seeded input (an image; 128 token ids) and runs each setup in a fresh process per round
 // (`kiln bench`, bench_ort.mjs; the order alternates between rounds). Prints a Markdown table of
 // the median latencies over the rounds and their ratios.
@@ -25,6 +26,8 @@ const MODELS = [
   { name: 'resnet18_bn', label: 'ResNet-18, Conv + BatchNormalization', input: 'input',
     type: 'float32', shape: [1, 3, 224, 224], runs: 30 },
   { name: 'gpt_prefill_opset14', label: 'GPT prefill (seq 128), opset 14 layer norm',
+    input: 'input_ids', type: 'int64', shape: [1, 128], runs: 100 },
+  { name: 'gpt_prefill_rmsnorm', label: 'GPT prefill (seq 128), Llama\'s RMSNorm',
     input: 'input_ids', type: 'int64', shape: [1, 128], runs: 100 },
 ];
 

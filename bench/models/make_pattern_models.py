@@ -12,6 +12,10 @@ graph holds the patterns kiln's importer rewrites:
   gpt_prefill_opset14  the bench's GPT prefill exported at opset 14, where PyTorch writes layer
                        normalization as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
                        Add, and GELU as Div, Erf, Add, Mul, Mul
+  gpt_prefill_rmsnorm  the bench's GPT prefill with Llama's RMSNorm in place of each
+                       LayerNorm (x * rsqrt(mean(x^2) + eps) * weight, as Hugging Face writes
+                       it), which ONNX has no op for before opset 23: Pow, ReduceMean, Add,
+                       Sqrt, Reciprocal, Mul, Mul
 """
 
 import os
@@ -24,6 +28,32 @@ import torchvision
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cases import SEED  # noqa: E402
 from make_models import GPTPrefill, make_gpt, present_names, randomize_batch_norms  # noqa: E402,E501
+
+
+class RMSNorm(torch.nn.Module):
+    """Llama's RMSNorm as Hugging Face writes it."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+def with_rms_norms(gpt, generator):
+    """Replaces each LayerNorm of `gpt` by an RMSNorm of weights around 1."""
+    for module in list(gpt.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.LayerNorm):
+                norm = RMSNorm(child.normalized_shape[0])
+                with torch.no_grad():
+                    norm.weight.copy_(1.0 + 0.1 * torch.randn(norm.weight.shape,
+                                                              generator=generator))
+                setattr(module, name, norm)
+    return gpt
 
 
 def export(model, args, path, opset, input_names, output_names, dynamic_axes=None,
@@ -62,6 +92,10 @@ def main():
         axes[name] = {2: "seq"}
     ids = torch.randint(0, 1000, (1, 8))
     export(GPTPrefill(gpt), (ids,), os.path.join(out_dir, "gpt_prefill_opset14.onnx"), 14,
+           ["input_ids"], outputs, axes)
+
+    rms_gpt = with_rms_norms(make_gpt("gpt"), torch.Generator().manual_seed(SEED + 2))
+    export(GPTPrefill(rms_gpt), (ids,), os.path.join(out_dir, "gpt_prefill_rmsnorm.onnx"), 17,
            ["input_ids"], outputs, axes)
 
 

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <vector>
 
-/// Normalization operators (ONNX semantics): LayerNormalization, BatchNormalization,
-/// InstanceNormalization, LRN and MeanVarianceNormalization. Part of the typed API that
-/// `kernels.h` includes; the conventions written there hold here. Dtypes are f32, f64, f16 and
-/// bf16; every statistic (mean, variance) is accumulated in double and the results are rounded
-/// once on store, so f16 and bf16 lose nothing to a half-precision sum.
+/// Normalization operators (ONNX semantics): LayerNormalization, RMSNormalization,
+/// BatchNormalization, InstanceNormalization, LRN and MeanVarianceNormalization. Part of the
+/// typed API that `kernels.h` includes; the conventions written there hold here. Dtypes are f32,
+/// f64, f16 and bf16; every statistic (mean, variance) is accumulated in double and the results
+/// are rounded once on store, so f16 and bf16 lose nothing to a half-precision sum.
 namespace kiln::kernels {
 
 // ---- LayerNormalization ------------------------------------------------------------------------
@@ -44,6 +44,26 @@ runtime::Status layer_norm(const runtime::Tensor& x, const runtime::Tensor& scal
                            const runtime::Tensor* bias, const LayerNormOptions& options,
                            runtime::Tensor& out, runtime::Tensor* mean,
                            runtime::Tensor* inv_std_dev);
+
+// ---- RMSNormalization --------------------------------------------------------------------------
+
+/// RMSNormalization's attributes (ONNX opset 23 defaults).
+struct RmsNormOptions {
+  /// The first normalized axis, in [-rank, rank); the axes `axis`..rank-1 are normalized.
+  int64_t axis = -1;
+  /// Added to the mean square before the square root.
+  double epsilon = 1e-5;
+};
+
+/// out = x / sqrt(mean(x^2) + epsilon) * scale, the mean of squares taken over the axes
+/// `axis`..rank-1 (ONNX RMSNormalization, opset 23; what Llama and T5 call RMSNorm, which
+/// exporters before it spell out and the importer rewrites into this op). `scale` broadcasts
+/// unidirectionally to `x.shape[axis:]` and has `x`'s dtype; `out` has `x`'s shape and dtype.
+/// Errors: InvalidType for a dtype outside f32, f64, f16, bf16 or a scale dtype that differs
+/// from `x`'s; InvalidArgument for the axis (naming its range), a scale that does not
+/// broadcast, or an output of the wrong shape.
+runtime::Status rms_norm(const runtime::Tensor& x, const runtime::Tensor& scale,
+                         const RmsNormOptions& options, runtime::Tensor& out);
 
 // ---- BatchNormalization ------------------------------------------------------------------------
 

@@ -316,6 +316,7 @@ std::optional<std::vector<std::vector<int64_t>>> rule_shapes(
                                                    "Not",
                                                    "Sign",
                                                    "LayerNormalization",
+                                                   "RMSNormalization",
                                                    "BatchNormalization",
                                                    "InstanceNormalization"};
   static const std::set<std::string> kBroadcast = {"Add",

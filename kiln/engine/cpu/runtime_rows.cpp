@@ -1,5 +1,5 @@
-// RuntimeRows: Softmax, LogSoftmax and LayerNormalization of run-time shapes on vectorized
-// row loops of kiln's own (16 floats per vector; AVX-512 and AVX2 clones).
+// RuntimeRows: Softmax, LogSoftmax, LayerNormalization and RMSNormalization of run-time shapes
+// on vectorized row loops of kiln's own (16 floats per vector; AVX-512 and AVX2 clones).
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/runtime_rows.h>
@@ -25,7 +25,7 @@ using vec::kLanes;
 
 namespace {
 
-enum class RowKind { Softmax, LogSoftmax, LayerNorm };
+enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm };
 
 // Below this many elements per thread, starting and joining threads costs more than the rows
 // (about 10 us of single-thread work).
@@ -129,6 +129,31 @@ KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin,
   }
 }
 
+// RMS normalization of rows [begin, end) of `cols` floats: x / sqrt(mean(x^2) + eps) * scale
+// (one pass for the mean square, float sums).
+KILN_VECTOR_CLONES void rms_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
+                                      int64_t cols, const float* scale, float epsilon) {
+  const int64_t full = cols / kLanes * kLanes;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* in = x + r * cols;
+    float* out = y + r * cols;
+    Floats vsquares = vec::splat(0.0f);
+    for (int64_t j = 0; j < full; j += kLanes) {
+      const Floats v = vec::load(in + j);
+      vsquares += v * v;
+    }
+    float squares = horizontal_sum(vsquares);
+    for (int64_t j = full; j < cols; ++j) squares += in[j] * in[j];
+    const float inv_rms = 1.0f / std::sqrt(squares * inv_cols + epsilon);
+    const Floats vinv = vec::splat(inv_rms);
+    for (int64_t j = 0; j < full; j += kLanes) {
+      vec::store(out + j, vec::load(in + j) * vinv * vec::load(scale + j));
+    }
+    for (int64_t j = full; j < cols; ++j) out[j] = in[j] * inv_rms * scale[j];
+  }
+}
+
 // The sizes with leading 1s dropped: a Scale of [1, 768] reads as [768].
 Span<const int64_t> without_leading_ones(Span<const int64_t> sizes) {
   size_t skip = 0;
@@ -149,7 +174,8 @@ struct RuntimeRows::Impl {
 };
 
 bool RuntimeRows::handles(std::string_view op) {
-  return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization";
+  return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
+         op == "RMSNormalization";
 }
 
 Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
@@ -157,7 +183,8 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
   using dnnl_impl::error;
   if (!handles(desc.op)) {
     return error(desc, Error::NotSupported,
-                 "is not Softmax, LogSoftmax or LayerNormalization (no run-time-shape rows)");
+                 "is not Softmax, LogSoftmax, LayerNormalization or RMSNormalization (no "
+                 "run-time-shape rows)");
   }
   if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
   if (desc.num_outputs != 1) {
@@ -165,10 +192,15 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
                  "asks for " + std::to_string(desc.num_outputs) +
                      " outputs (expected 1: no Mean or InvStdDev)");
   }
-  const bool layer_norm = desc.op == "LayerNormalization";
-  KILN_RETURN_IF_ERROR(dnnl_impl::check_inputs(desc, layer_norm ? 2 : 1, layer_norm ? 3 : 1));
+  const bool rms_norm = desc.op == "RMSNormalization";
+  const bool layer_norm = desc.op == "LayerNormalization" || rms_norm;  // both normalize rows
+  KILN_RETURN_IF_ERROR(dnnl_impl::check_inputs(desc, layer_norm ? 2 : 1,
+                                               rms_norm     ? 2
+                                               : layer_norm ? 3
+                                                            : 1));
   auto impl = std::make_unique<Impl>();
-  impl->kind = layer_norm                ? RowKind::LayerNorm
+  impl->kind = rms_norm                  ? RowKind::RmsNorm
+               : layer_norm              ? RowKind::LayerNorm
                : desc.op == "LogSoftmax" ? RowKind::LogSoftmax
                                          : RowKind::Softmax;
   impl->rank = static_cast<int64_t>(desc.inputs[0].sizes.size());
@@ -201,7 +233,7 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
                        " (only 1, float statistics, runs on run-time-shape rows)");
     }
     impl->epsilon = static_cast<float>(epsilon);
-    const bool has_bias = desc.inputs.size() == 3 && dnnl_impl::input_present(desc, 2);
+    const bool has_bias = !rms_norm && desc.inputs.size() == 3 && dnnl_impl::input_present(desc, 2);
     for (size_t i = 1; i < (has_bias ? 3u : 2u); ++i) {
       const Tensor* c = i < desc.constants.size() ? desc.constants[i] : nullptr;
       if (c == nullptr) {
@@ -226,7 +258,9 @@ RuntimeRows::~RuntimeRows() = default;
 
 Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   const Impl& impl = *impl_;
+  const bool normalization = impl.kind == RowKind::LayerNorm || impl.kind == RowKind::RmsNorm;
   const char* op = impl.kind == RowKind::LayerNorm ? "LayerNormalization"
+                   : impl.kind == RowKind::RmsNorm ? "RMSNormalization"
                    : impl.kind == RowKind::Softmax ? "Softmax"
                                                    : "LogSoftmax";
   if (impl.rank > 0 && x.dim() != impl.rank) {
@@ -244,14 +278,13 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   // An axis outside the rank, or (Softmax) not the last: the reference kernel runs the call
   // and reports what it does not take.
   const int64_t axis = impl.axis < 0 ? impl.axis + x.dim() : impl.axis;
-  bool own_loops = axis >= 0 && axis < x.dim() &&
-                   (impl.kind == RowKind::LayerNorm || axis == x.dim() - 1) &&
+  bool own_loops = axis >= 0 && axis < x.dim() && (normalization || axis == x.dim() - 1) &&
                    x.dtype() == ScalarType::Float32 && out.dtype() == ScalarType::Float32 &&
                    x.is_contiguous() && out.is_contiguous();
   int64_t cols = 1;
   for (int64_t d = std::max<int64_t>(axis, 0); d < x.dim(); ++d) cols *= x.size(d);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  if (impl.kind == RowKind::LayerNorm) {
+  if (normalization) {
     // Scale and B must be the normalized dims themselves (leading 1s aside), not broadcasts;
     // anything else (including shapes that do not broadcast) is the reference kernel's.
     const Span<const int64_t> dims = x.sizes().subspan(static_cast<size_t>(own_loops ? axis : 0));
@@ -264,6 +297,12 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
     }
   }
   if (!own_loops) {
+    if (impl.kind == RowKind::RmsNorm) {
+      kernels::RmsNormOptions options;
+      options.axis = impl.axis;
+      options.epsilon = impl.epsilon;
+      return kernels::rms_norm(x, *impl.scale, options, out);
+    }
     if (impl.kind == RowKind::LayerNorm) {
       kernels::LayerNormOptions options;
       options.axis = impl.axis;
@@ -277,7 +316,9 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   const float* in = x.data_ptr<float>();
   float* result = out.mutable_data_ptr<float>();
   auto run_rows = [&](int64_t begin, int64_t end) {
-    if (impl.kind == RowKind::LayerNorm) {
+    if (impl.kind == RowKind::RmsNorm) {
+      rms_norm_rows(in, result, begin, end, cols, impl.scale->data_ptr<float>(), impl.epsilon);
+    } else if (impl.kind == RowKind::LayerNorm) {
       layer_norm_rows(in, result, begin, end, cols, impl.scale->data_ptr<float>(),
                       impl.bias != nullptr ? impl.bias->data_ptr<float>() : nullptr, impl.epsilon);
     } else {
@@ -305,6 +346,9 @@ std::string RuntimeRows::describe() const {
     case RowKind::LayerNorm:
       return "kiln rows (run-time shapes): layer normalization from axis " +
              std::to_string(impl_->axis);  // as the attribute gives it
+    case RowKind::RmsNorm:
+      return "kiln rows (run-time shapes): RMS normalization from axis " +
+             std::to_string(impl_->axis);
   }
   return {};
 }

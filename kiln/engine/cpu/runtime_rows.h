@@ -8,14 +8,19 @@
 
 namespace kiln::engine::cpu {
 
-/// Softmax, LogSoftmax and LayerNormalization whose shapes are known only at run time, on
-/// loops of kiln's own (vectorized, rows split over the op's threads): oneDNN's softmax and
-/// layer normalization take no run-time dimensions, so without this a shape-generic plan
+/// Softmax, LogSoftmax, LayerNormalization and RMSNormalization whose shapes are known only at
+/// run time, on loops of kiln's own (vectorized, rows split over the op's threads): oneDNN's
+/// softmax and layer normalization take no run-time dimensions, so without this a shape-generic
+/// plan
 /// (`compile::specialize_generic`) runs them on the reference kernels, several times slower.
 /// - Softmax, LogSoftmax (opset 13): along the last axis, f32.
 /// - LayerNormalization: over the dims from `axis` to the end, f32, with a constant Scale and
 ///   an optional constant B of the normalized dims (leading 1s aside), in float statistics
 ///   (`stash_type` 1); no Mean or InvStdDev output.
+/// - RMSNormalization (ONNX opset 23, which the importer rewrites Llama's and T5's RMSNorm
+///   into): as LayerNormalization, without the mean and without B. oneDNN 2.6 has no RMS
+///   normalization, so plans of known shapes run it on these loops too (a CpuOp over them,
+///   `row_norm_op.cpp`).
 /// A call the loops do not cover (an axis that is not the last for Softmax or lies outside the
 /// input's rank, a non-contiguous tensor, a Scale or B that broadcasts) runs on the reference
 /// kernel, with its semantics and errors. Results match the reference kernels' to about 1e-6
@@ -28,8 +33,8 @@ class RuntimeRows {
   static bool handles(std::string_view op);
 
   /// `desc.op` is one of the ops above. `desc.inputs[0].sizes` gives only the input's rank
-  /// (any values), or is empty when the rank is known only at run time. LayerNormalization's
-  /// `desc.constants[1]` (and `[2]`, when B is present) are its Scale and B, read at each run:
+  /// (any values), or is empty when the rank is known only at run time. The normalizations'
+  /// `desc.constants[1]` (and `[2]`, when B is present) are their Scale and B, read at each run:
   /// they must outlive the op. Errors: NotSupported naming what is not handled (an input that
   /// is not f32, an axis other than the last for Softmax of a known rank, `stash_type` 11, a
   /// Mean or InvStdDev output, a Scale or B that is not a constant); InvalidArgument for an

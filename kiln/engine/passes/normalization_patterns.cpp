@@ -173,4 +173,88 @@ bool rewrite_layer_norm(RewriteContext& c, size_t n) {
   return true;
 }
 
+bool rewrite_rms_norm(RewriteContext& c, size_t n) {
+  const ir::Graph& g = c.graph();
+  const ir::Node& mean = g.nodes[n];
+  if (mean.op != "ReduceMean" || mean.inputs.empty() || mean.inputs[0] < 0) return false;
+  const int sq = mean.inputs[0];
+  const size_t square_i = c.producer(sq);
+  if (square_i == SIZE_MAX || c.uses(sq) != 1) return false;
+  const ir::Node& square = g.nodes[square_i];
+  int x = -1;
+  if (is_plain(square, "Mul", 2) && square.inputs[0] == square.inputs[1]) {
+    x = square.inputs[0];
+  } else if (is_plain(square, "Pow", 2) &&
+             c.binary_with(square, "Pow", square.inputs[0], 2.0, false)) {
+    x = square.inputs[0];
+  }
+  if (x < 0) return false;
+  const ir::TensorType& x_type = c.value(x).type;
+  if (x_type.dtype != ScalarType::Float32 || !x_type.rank_known || x_type.shape.empty()) {
+    return false;
+  }
+  const std::optional<size_t> k = trailing_axes(c, mean, x_type.shape.size());
+  if (!k) return false;
+  std::vector<size_t> absorbed = {square_i, n};
+  size_t i = 0;
+  const ir::Node* add = c.sole_consumer(mean.outputs[0], i);
+  if (add == nullptr || !is_plain(*add, "Add", 2)) return false;
+  const std::optional<float> eps = c.scalar(RewriteContext::other_input(*add, mean.outputs[0]));
+  if (!eps || !std::isfinite(*eps) || *eps < 0.0f) return false;
+  absorbed.push_back(i);
+  const ir::Node* sqrt = c.sole_consumer(add->outputs[0], i);
+  if (sqrt == nullptr || !is_plain(*sqrt, "Sqrt", 1)) return false;
+  absorbed.push_back(i);
+  const int rms = sqrt->outputs[0];
+  // x / rms, x * Reciprocal(rms) or x * (1 / rms), the product in either order.
+  const ir::Node* divide = c.sole_consumer(rms, i);
+  if (divide == nullptr) return false;
+  int inverse = -1;
+  if (is_plain(*divide, "Reciprocal", 1)) {
+    inverse = divide->outputs[0];
+  } else if (is_plain(*divide, "Div", 2) && divide->inputs[1] == rms &&
+             c.scalar(divide->inputs[0]).value_or(0.0f) == 1.0f) {
+    inverse = divide->outputs[0];
+  } else if (!is_plain(*divide, "Div", 2) || divide->inputs[0] != x || divide->inputs[1] != rms) {
+    return false;
+  }
+  absorbed.push_back(i);
+  if (inverse >= 0) {
+    divide = c.sole_consumer(inverse, i);
+    if (divide == nullptr || !is_plain(*divide, "Mul", 2) || !RewriteContext::reads(*divide, x) ||
+        RewriteContext::other_input(*divide, x) != inverse) {
+      return false;
+    }
+    absorbed.push_back(i);
+  }
+  int current = divide->outputs[0];
+  const std::optional<std::vector<int64_t>> normalized = trailing_sizes(x_type, *k);
+  int scale = -1;
+  if (const ir::Node* mul = c.sole_consumer(current, i)) {
+    scale = constant_operand(c, *mul, "Mul", current, normalized);
+    if (scale >= 0) {
+      absorbed.push_back(i);
+      current = mul->outputs[0];
+    }
+  }
+  const size_t last = *std::max_element(absorbed.begin(), absorbed.end());
+  const auto axis = static_cast<int64_t>(x_type.shape.size() - *k);
+  if (scale < 0) {
+    if (!normalized) return false;  // a scale of ones needs the normalized shape
+    size_t count = 1;
+    for (int64_t s : *normalized) count *= static_cast<size_t>(s);
+    scale = c.add_constant(f32_weight(c.value(x).name + ":rms_norm_scale", *normalized,
+                                      std::vector<float>(count, 1.0f)),
+                           last);
+  }
+  ir::Node norm;
+  norm.op = "RMSNormalization";
+  norm.inputs = {x, scale};
+  norm.outputs = {current};
+  norm.attributes.push_back(ir::Attribute{"axis", axis});
+  norm.attributes.push_back(ir::Attribute{"epsilon", static_cast<double>(*eps)});
+  c.replace(absorbed, std::move(norm));
+  return true;
+}
+
 }  // namespace kiln::engine::passes

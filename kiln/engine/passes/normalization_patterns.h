@@ -18,4 +18,16 @@ namespace kiln::engine::passes {
 /// Returns true when rewritten.
 bool rewrite_layer_norm(RewriteContext& c, size_t n);
 
+/// RMS normalization as Llama's and T5's RMSNorm is exported (ONNX has no op for it before
+/// opset 23), anchored at the ReduceMean node `n`:
+///   ms = ReduceMean(Pow(x, 2) or Mul(x, x), trailing axes, keepdims=1);
+///   rms = Sqrt(Add(ms, eps)); y = Div(x, rms), Mul(x, Reciprocal(rms)) or Mul(x, Div(1, rms));
+///   then optionally Mul by a constant scale of exactly the normalized shape (either order)
+/// → one `RMSNormalization(x, scale)` (the opset-23 op, which the reference kernels and the CPU
+/// device implement) with `axis` the first normalized axis and `epsilon` eps (a scale of ones
+/// when the pattern has none). x f32 of known rank (x itself may have other readers, as the
+/// residual stream does); eps a constant f32 scalar, finite and >= 0; every intermediate value
+/// read by the pattern only. Returns true when rewritten.
+bool rewrite_rms_norm(RewriteContext& c, size_t n);
+
 }  // namespace kiln::engine::passes

@@ -24,7 +24,7 @@ class Rewriter {
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (c_.removed(n)) continue;
       if (gelu(n) || reciprocal(n) || square(n) || rewrite_layer_norm(c_, n) ||
-          fold_conv_affine(c_, n)) {
+          rewrite_rms_norm(c_, n) || fold_conv_affine(c_, n)) {
         ++rewrites;
       }
     }

@@ -15,7 +15,8 @@ namespace kiln::engine::passes {
 /// - `Pow(x, 2)` with f32 `x` and the exponent a constant f32 scalar exactly 2 → `Mul(x, x)`
 ///   (exact; no powf per element);
 /// - layer normalization decomposed into ReduceMean, Sub, Pow, Sqrt, Div... →
-///   `LayerNormalization` (normalization_patterns.h);
+///   `LayerNormalization`, and RMS normalization (Pow, ReduceMean, Sqrt, Reciprocal, Mul...) →
+///   `RMSNormalization` (normalization_patterns.h);
 /// - a Conv followed by an inference BatchNormalization, or by a Mul, Div, Add or Sub of
 ///   per-channel constants → the Conv with them folded into its weights (conv_folding.h).
 /// Intermediate values must be read by the pattern only (not by other nodes, regions or the

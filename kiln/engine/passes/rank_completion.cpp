@@ -45,6 +45,7 @@ const std::set<std::string>& same_shape_ops() {
                                             "Neg",
                                             "Not",
                                             "Reciprocal",
+                                            "RMSNormalization",
                                             "Relu",
                                             "Round",
                                             "Selu",

@@ -116,21 +116,142 @@ TEST(NormalizationPatterns, LayerNormInEachSpellingBecomesOneLayerNormalization)
   }
 }
 
+// Not a layer norm; where the centred value d is whole and the rest is d / sqrt(mean(d^2) +
+// eps), that part is an RMS normalization of d, and is rewritten as one (exactly).
 TEST(NormalizationPatterns, LayerNormSpellingsThatDifferAreLeftAlone) {
-  std::vector<LayerNormSpelling> spellings = {
-      {.label = "leading axis", .axes = {1}},
-      {.label = "mean minus x", .reversed_sub = true},
-      {.label = "centred value read elsewhere", .d_is_output = true},
-      {.label = "epsilon not a constant", .eps_input = true},
+  struct Case {
+    LayerNormSpelling spelling;
+    bool rms_of_d;
   };
-  for (const LayerNormSpelling& s : spellings) {
+  std::vector<Case> cases = {
+      {{.label = "leading axis", .axes = {1}}, false},
+      {{.label = "mean minus x", .reversed_sub = true}, true},
+      {{.label = "centred value read elsewhere", .d_is_output = true}, true},
+      {{.label = "epsilon not a constant", .eps_input = true}, false},
+  };
+  for (const auto& [s, rms_of_d] : cases) {
     SCOPED_TRACE(s.label);
     ImportOptions plain;
     plain.rewrite_patterns = false;
     auto original = import_onnx(layer_norm_model(s), "m.onnx", plain);
-    auto model = import_onnx(layer_norm_model(s), "m.onnx");
+    ASSERT_TRUE(original.ok()) << original.status();
+    engine::ir::Model model = s.eps_input ? std::move(*import_onnx(layer_norm_model(s), "m.onnx"))
+                                          : expect_same_results(layer_norm_model(s), {2, 3, 8});
+    EXPECT_FALSE(has_op(model, "LayerNormalization"));
+    EXPECT_EQ(has_op(model, "RMSNormalization"), rms_of_d);
+    // The RMS normalization takes the square, the mean, the Add, the Sqrt, the Div and the
+    // scale's Mul: six ops become one.
+    EXPECT_EQ(ops(model).size(), ops(*original).size() - (rms_of_d ? 5 : 0));
+  }
+}
+
+struct RmsNormSpelling {
+  std::string label;
+  bool mul_square = false;             // Mul(x, x) instead of Pow(x, 2)
+  std::string inverse = "reciprocal";  // "reciprocal", "one over" (Div(1, rms)) or "divide"
+  bool inverse_first = false;          // Mul(inverse, x) rather than Mul(x, inverse)
+  std::string scale = "normalized";    // "normalized", "none" or "scalar" (a [1] constant)
+  std::vector<int64_t> axes = {-1};
+  bool x_read_elsewhere = true;  // the residual stream: x also goes to an Add after the norm
+  bool rms_is_output = false;    // the root mean square is also a graph output
+  bool eps_input = false;        // epsilon a graph input rather than a constant
+};
+
+// y = RMS norm of x [2, 3, 8] over `axes` (+ x when it is read elsewhere), spelled out as `s`
+// says.
+std::string rms_norm_model(const RmsNormSpelling& s) {
+  OnnxModelBuilder b(14);
+  b.input("x", kF32, {2, 3, 8});
+  if (s.eps_input) b.input("eps", kF32, {});
+  b.output("y", kF32, {2, 3, 8});
+  if (s.rms_is_output) b.output("rms", kF32, {2, 3, 1});
+  const std::vector<int64_t> normalized =
+      s.axes.size() == 2 ? std::vector<int64_t>{3, 8} : std::vector<int64_t>{8};
+  b.initializer_f32("two", {}, {2.0f});
+  b.initializer_f32("one", {}, {1.0f});
+  if (!s.eps_input) b.initializer_f32("eps", {}, {1e-6f});
+  if (s.scale == "scalar") {
+    b.initializer_f32("w", {1}, {1.5f});
+  } else {
+    b.initializer_f32("w", normalized, seeded(numel(normalized), 3, 0.5f, 1.5f));
+  }
+  if (s.mul_square) {
+    b.node("Mul", {"x", "x"}, {"sq"});
+  } else {
+    b.node("Pow", {"x", "two"}, {"sq"});
+  }
+  auto& mean = b.node("ReduceMean", {"sq"}, {"ms"});
+  OnnxModelBuilder::ints_attribute(mean, "axes", s.axes);
+  b.node("Add", {"ms", "eps"}, {"ve"});
+  b.node("Sqrt", {"ve"}, {"rms"});
+  if (s.inverse == "divide") {
+    b.node("Div", {"x", "rms"}, {"n"});
+  } else {
+    if (s.inverse == "reciprocal") {
+      b.node("Reciprocal", {"rms"}, {"r"});
+    } else {
+      b.node("Div", {"one", "rms"}, {"r"});
+    }
+    b.node(
+        "Mul",
+        s.inverse_first ? std::vector<std::string>{"r", "x"} : std::vector<std::string>{"x", "r"},
+        {"n"});
+  }
+  std::string current = "n";
+  if (s.scale != "none") {
+    b.node("Mul", {"w", "n"}, {"g"});
+    current = "g";
+  }
+  if (s.x_read_elsewhere) {
+    b.node("Add", {current, "x"}, {"y"});
+  } else {
+    b.node("Identity", {current}, {"y"});
+  }
+  return b.bytes();
+}
+
+TEST(NormalizationPatterns, RmsNormInEachSpellingBecomesOneRmsNormalization) {
+  std::vector<RmsNormSpelling> spellings = {
+      {"pow, reciprocal, scale"},
+      {.label = "mul square, one over, reversed",
+       .mul_square = true,
+       .inverse = "one over",
+       .inverse_first = true},
+      {.label = "divide, no scale", .inverse = "divide", .scale = "none"},
+      {.label = "two trailing axes", .axes = {2, 1}},
+      {.label = "x read by the pattern only", .x_read_elsewhere = false},
+      {.label = "a scalar scale stays a Mul", .scale = "scalar"},
+  };
+  for (const RmsNormSpelling& s : spellings) {
+    SCOPED_TRACE(s.label);
+    engine::ir::Model model = expect_same_results(rms_norm_model(s), {2, 3, 8});
+    ASSERT_FALSE(model.functions.empty());
+    std::vector<std::string> expected = {"RMSNormalization"};
+    if (s.scale == "scalar") expected.push_back("Mul");
+    expected.push_back(s.x_read_elsewhere ? "Add" : "Identity");
+    EXPECT_EQ(ops(model), expected);
+    const engine::ir::Node& norm = model.functions[0].nodes[0];
+    EXPECT_EQ(std::get<int64_t>(norm.attribute("axis")->value), s.axes.size() == 2 ? 1 : 2);
+    EXPECT_NEAR(std::get<double>(norm.attribute("epsilon")->value), 1e-6, 1e-12);
+    ASSERT_EQ(norm.inputs.size(), 2u);
+  }
+}
+
+TEST(NormalizationPatterns, RmsNormSpellingsThatDifferAreLeftAlone) {
+  std::vector<RmsNormSpelling> spellings = {
+      {.label = "leading axis", .axes = {1}},
+      {.label = "root mean square read elsewhere", .rms_is_output = true},
+      {.label = "epsilon not a constant", .eps_input = true},
+  };
+  for (const RmsNormSpelling& s : spellings) {
+    SCOPED_TRACE(s.label);
+    ImportOptions plain;
+    plain.rewrite_patterns = false;
+    auto original = import_onnx(rms_norm_model(s), "m.onnx", plain);
+    auto model = import_onnx(rms_norm_model(s), "m.onnx");
     ASSERT_TRUE(model.ok() && original.ok()) << model.status();
-    EXPECT_FALSE(has_op(*model, "LayerNormalization"));
+    EXPECT_FALSE(has_op(*model, "RMSNormalization"));
+    // Only the square may change (Pow(x, 2) becomes Mul(x, x)).
     EXPECT_EQ(ops(*model).size(), ops(*original).size());
   }
 }

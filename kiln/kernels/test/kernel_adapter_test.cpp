@@ -126,7 +126,7 @@ TEST(KernelRegistry, EveryReferenceOpIsRegistered) {
                          "LogSoftmax",
                          "RNN", "GRU", "LSTM", "MatMulInteger", "QLinearMatMul",
                          "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
-                         "LayerNormalization", "BatchNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization", "Dropout", "Trilu", "CumSum", "TopK", "Hardmax", "EyeLike", "IsNaN", "IsInf", "Shrink", "Softsign", "Celu", "Mish", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "BitShift", "Det",
+                         "LayerNormalization", "RMSNormalization", "BatchNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization", "Dropout", "Trilu", "CumSum", "TopK", "Hardmax", "EyeLike", "IsNaN", "IsInf", "Shrink", "Softsign", "Celu", "Mish", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "BitShift", "Det",
                          "CastLike"}) {
     EXPECT_NE(runtime::get_kernel(op), nullptr) << op;
   }

@@ -86,5 +86,69 @@ TEST(NormalizationPatterns, RewrittenModelRunsOnOneDnnWithTheResultsOfTheGraphAs
   }
 }
 
+// x [1, seq, 40] → RMS norm spelled out as Llama's export writes it (Pow, ReduceMean, Add,
+// Sqrt, Reciprocal, Mul by x, Mul by the weight) → + x = y: the residual stream reads x too.
+ir::Model rms_decomposed_model() {
+  ModelBuilder b(23);
+  const ir::Dim seq = ir::Dim::symbol("seq");
+  const std::vector<ir::Dim> full = {1, seq, 40}, reduced = {1, seq, 1};
+  int x = b.input("x", full);
+  int two = b.weight_of("two", {}, {2.0f});
+  int eps = b.weight_of("eps", {}, {1e-6f});
+  int weight = b.weight("weight", {40}, 1.5f);
+  int sq = b.value("sq", full), ms = b.value("ms", reduced), ve = b.value("ve", reduced);
+  int rms = b.value("rms", reduced), r = b.value("r", reduced), n = b.value("n", full);
+  int g = b.value("g", full), y = b.value("y", full);
+  b.node("Pow", {x, two}, {sq});
+  b.node("ReduceMean", {sq}, {ms}, {ints("axes", {-1}), int_attr("keepdims", 1)});
+  b.node("Add", {ms, eps}, {ve});
+  b.node("Sqrt", {ve}, {rms});
+  b.node("Reciprocal", {rms}, {r});
+  b.node("Mul", {x, r}, {n});
+  b.node("Mul", {weight, n}, {g});
+  b.node("Add", {g, x}, {y});
+  b.output(y);
+  return b.build();
+}
+
+// Static plans (one per shape) and the shape-generic plan both run the rewritten
+// RMSNormalization on kiln's row loops, on one and two threads, with the results of the graph
+// as written on the reference interpreter.
+TEST(NormalizationPatterns, RmsNormRunsOnKilnRowsInStaticAndGenericPlans) {
+  const ir::Model original = rms_decomposed_model();
+  ir::Model rewritten = original;
+  // Pow(x, 2) becomes Mul(x, x), then the norm one op.
+  EXPECT_EQ(passes::rewrite_patterns(rewritten, rewritten.functions[0]), 2u);
+  ASSERT_EQ(rewritten.functions[0].nodes.size(), 2u);
+  EXPECT_EQ(rewritten.functions[0].nodes[0].op, "RMSNormalization");
+  for (int threads : {1, 2}) {
+    CompileOptions options;
+    options.num_threads = threads;
+    auto generic = compile::specialize_generic(rewritten, "main", cpu_only(), options);
+    ASSERT_TRUE(generic.ok()) << generic.status().to_string();
+    for (int64_t seq : {3, 600}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + " seq " + std::to_string(seq));
+      auto fixed = compile::specialize(rewritten, "main", {{1, seq, 40}}, cpu_only(), options);
+      ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+      std::vector<Buffer> inputs;
+      inputs.push_back(random_input(ScalarType::Float32, {1, seq, 40}, 60));
+      std::vector<Buffer> expected = interpret(original, {&inputs[0].tensor});
+      for (compile::CompiledFunction* f : {fixed->get(), generic->get()}) {
+        bool on_rows = false;
+        for (const auto& entry : f->placement()) {
+          if (entry.op != "RMSNormalization") continue;
+          EXPECT_EQ(entry.device, "cpu:kiln") << entry.detail;
+          EXPECT_THAT(entry.detail, ::testing::HasSubstr("RMS normalization"));
+          on_rows = true;
+        }
+        EXPECT_TRUE(on_rows);
+        std::vector<Buffer> outputs = output_buffers(*f);
+        ASSERT_TRUE(run(*f, inputs, outputs).ok());
+        expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 1e-5);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::engine

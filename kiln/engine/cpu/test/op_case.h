@@ -178,6 +178,9 @@ inline void apply_post_ops(const std::vector<PostOp>& post_ops,
         case PostOpKind::AddResidual:
           v += r[i];
           break;
+        case PostOpKind::Linear:
+          v = double{p.alpha} * v + double{p.beta};
+          break;
       }
       y[i] = static_cast<float>(v);
     }

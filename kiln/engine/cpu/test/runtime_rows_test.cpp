@@ -1,7 +1,7 @@
-// RuntimeRows (Softmax, LogSoftmax and LayerNormalization of run-time shapes, for shape-generic
-// plans) against the reference kernels on seeded random data: one op over many shapes and
-// thread counts, rows of whole vectors and remainders, special values, the calls it leaves to
-// the reference kernel, and its errors.
+// RuntimeRows (Softmax, LogSoftmax, LayerNormalization and RMSNormalization of run-time shapes,
+// for shape-generic plans) against the reference kernels on seeded random data: one op over many
+// shapes and thread counts, rows of whole vectors and remainders, special values, the calls it
+// leaves to the reference kernel, and its errors.
 
 #include <kiln/engine/cpu/runtime_rows.h>
 #include <kiln/engine/cpu/test/op_case.h>
@@ -124,6 +124,58 @@ TEST(RuntimeRows, LayerNormMatchesTheReferenceOverShapesAxesAndThreads) {
                     reference("LayerNormalization", x.tensor(), s.axis, &scale.tensor(),
                               with_bias ? &bias.tensor() : nullptr, 1e-3));
       }
+    }
+  }
+}
+
+OwnedTensor reference_rms(const Tensor& x, int64_t axis, const Tensor& scale, double epsilon) {
+  OwnedTensor out = zeros(std::vector<int64_t>(x.sizes().begin(), x.sizes().end()));
+  kernels::RmsNormOptions options;
+  options.axis = axis;
+  options.epsilon = epsilon;
+  runtime::Status status = kernels::rms_norm(x, scale, options, out.tensor());
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// On the rows of run-time shapes (generic plans) and as the CpuOp of known shapes (oneDNN 2.6
+// has no RMS normalization), against the reference kernel; a scale that broadcasts (a [1])
+// takes the reference kernel and still matches.
+TEST(RuntimeRows, RmsNormMatchesTheReferenceOverShapesAxesAndThreads) {
+  struct Shape {
+    std::vector<int64_t> x;
+    int64_t axis;
+    std::vector<int64_t> scale;
+  };
+  const std::vector<Shape> shapes = {{{4, 24}, -1, {24}},       {{2, 3, 7}, -1, {7}},
+                                     {{2, 3, 8}, 1, {3, 8}},    {{300, 40}, 1, {40}},
+                                     {{2, 128, 512}, 2, {512}}, {{6, 1, 33}, -2, {1, 33}},
+                                     {{3, 17}, -1, {1}},        {{0, 16}, -1, {16}}};
+  uint32_t seed = 400;
+  for (int threads : {1, 2}) {
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(runtime::shape_to_string(s.x) + " axis " + std::to_string(s.axis) + ", " +
+                   std::to_string(threads) + " thread(s)");
+      OwnedTensor x = random_tensor(s.x, seed++, -3.0, 3.0);
+      OwnedTensor scale = random_tensor(s.scale, seed++, -2.0, 2.0);
+      const OwnedTensor expected = reference_rms(x.tensor(), s.axis, scale.tensor(), 1e-6);
+      const std::vector<ir::Attribute> attributes = {int_attr("axis", s.axis),
+                                                     float_attr("epsilon", 1e-6)};
+      auto rows = RuntimeRows::create(
+          desc_of("RMSNormalization", 0, attributes, threads, {&scale.tensor()}));
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_THAT((*rows)->describe(), HasSubstr("RMS normalization"));
+      expect_near(run(**rows, x.tensor()), expected);
+
+      Case c("RMSNormalization", attributes);
+      c.desc.num_threads = threads;
+      c.add(std::move(x), false);
+      c.add(std::move(scale), true);
+      auto op = c.create();
+      ASSERT_TRUE(op.ok()) << op.status();
+      EXPECT_EQ((*op)->provider(), "kiln");
+      EXPECT_EQ((*op)->outputs()[0].sizes, s.x);
+      expect_near(c.run(**op), expected);
     }
   }
 }
