@@ -14,6 +14,10 @@ namespace {
 
 using Shape = std::vector<ir::Dim>;
 
+// More dims than any model has (a Reshape to a shape of a million elements, an Unsqueeze of a
+// million axes) is a corrupt model: left unknown, for the kernel to reject.
+constexpr size_t kMostDims = 64;
+
 const std::set<std::string>& same_shape_ops() {
   static const std::set<std::string> ops = {"Abs",
                                             "Acos",
@@ -213,10 +217,13 @@ class Completer {
     const auto parts = static_cast<int64_t>(node.outputs.size());
     if (sizes) {
       int64_t sum = 0;
-      for (int64_t size : *sizes) sum += size < 0 ? INT64_MIN / 2 : size;
-      if (static_cast<int64_t>(sizes->size()) != parts || sum < 0 ||
+      for (int64_t size : *sizes) {
+        if (size < 0 || size > INT64_MAX - sum) return 0;  // sizes the kernel rejects
+        sum += size;
+      }
+      if (static_cast<int64_t>(sizes->size()) != parts ||
           ((*x)[d].is_static() && (*x)[d].value() != sum)) {
-        return 0;  // sizes the kernel rejects
+        return 0;
       }
     } else if ((*x)[d].is_static() && node.attribute("num_outputs") == nullptr &&
                (*x)[d].value() % parts == 0) {
@@ -269,7 +276,7 @@ class Completer {
   std::optional<Shape> reshape(const ir::Node& node) {
     const Shape* shape = input_shape(node, 1);
     if (input_shape(node, 0) == nullptr || shape == nullptr || shape->size() != 1 ||
-        !(*shape)[0].is_static()) {
+        !(*shape)[0].is_static() || (*shape)[0].value() > static_cast<int64_t>(kMostDims)) {
       return std::nullopt;
     }
     Shape out;
@@ -313,6 +320,7 @@ class Completer {
     std::optional<std::vector<int64_t>> axes = ints(node, 1, "axes");
     if (x == nullptr || !axes || axes->empty()) return std::nullopt;
     const size_t rank = x->size() + axes->size();
+    if (rank > kMostDims) return std::nullopt;
     auto sorted = normalized(*axes, rank);
     if (!sorted) return std::nullopt;
     Shape out;

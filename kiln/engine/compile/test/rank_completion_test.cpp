@@ -88,19 +88,23 @@ TEST(RankCompletion, WhatTheOpsDoNotAllowOrDoNotTellStaysUnknown) {
   int x = b.input("x", {2, 5});
   int free = b.unknown("free");
   int shape = b.input("shape", {Dim::symbol("n")}, ScalarType::Int64);
+  int long_shape = b.input("long_shape", {100}, ScalarType::Int64);
   std::vector<int> outs;
-  for (int i = 0; i < 9; ++i) outs.push_back(b.unknown("out" + std::to_string(i)));
+  for (int i = 0; i < 12; ++i) outs.push_back(b.unknown("out" + std::to_string(i)));
   int typed = b.value("typed", {7});
   b.node("Add", {p, q}, {outs[0]});                              // 3 against 4
   b.node("Transpose", {x}, {outs[1]}, {ints("perm", {0, 0})});   // not a permutation
   b.node("Squeeze", {x, b.int_weight("axes", {1})}, {outs[2]});  // a dim of 5
   b.node("Split", {x, b.int_weight("split", {1, 3})}, {outs[3], outs[4]},
-         {int_attr("axis", 1)});             // 1 + 3 is not 5
-  b.node("Relu", {free}, {outs[5]});         // an input of no rank
-  b.node("Reshape", {x, shape}, {outs[6]});  // a shape of free length
-  b.node("ReduceMean", {x}, {outs[7]});      // all axes or none
-  b.node("Squeeze", {x}, {outs[8]});         // the 1s at run time
-  b.node("Relu", {x}, {typed});              // already typed: kept
+         {int_attr("axis", 1)});                  // 1 + 3 is not 5
+  b.node("Relu", {free}, {outs[5]});              // an input of no rank
+  b.node("Reshape", {x, shape}, {outs[6]});       // a shape of free length
+  b.node("ReduceMean", {x}, {outs[7]});           // all axes or none
+  b.node("Squeeze", {x}, {outs[8]});              // the 1s at run time
+  b.node("Reshape", {x, long_shape}, {outs[9]});  // 100 dims: a corrupt model
+  b.node("Split", {x, b.int_weight("negative", {6, -1})}, {outs[10], outs[11]},
+         {int_attr("axis", 1)});  // a negative part
+  b.node("Relu", {x}, {typed});   // already typed: kept
   ir::Model model = b.build();
 
   EXPECT_EQ(passes::complete_ranks(model, model.functions[0]), 0u);
