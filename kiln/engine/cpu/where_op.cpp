@@ -113,8 +113,12 @@ class WhereOp final : public CpuOp {
     for (size_t i = 0; i < 3; ++i) {
       const runtime::Tensor* constant = input_constant(desc, i);
       if (constant == nullptr) continue;
+      if (desc.verify_constant) {
+        KILN_RETURN_IF_ERROR(desc.verify_constant(i).with_context("create op 'Where'"));
+      }
       const auto* bytes = static_cast<const uint8_t*>(constant->data());
       op->constants_[i].assign(bytes, bytes + constant->nbytes());
+      op->constant_[i] = true;
     }
     // The innermost merged dim of dense inputs is read contiguously (stride 1) or repeated (0).
     const auto inner = [&](size_t i) { return op->loop_.strides[i].back(); };
@@ -139,14 +143,17 @@ class WhereOp final : public CpuOp {
              runtime::Span<runtime::Tensor*> outputs) override {
     std::array<const uint8_t*, 3> data{};
     for (size_t i = 0; i < 3; ++i) {
-      if (!constants_[i].empty()) {
-        data[i] = constants_[i].data();
+      if (constant_[i]) {
+        data[i] = constants_[i].data();  // null only when empty, and then nothing is read
       } else if (i < inputs.size() && inputs[i] != nullptr) {
         data[i] = static_cast<const uint8_t*>(inputs[i]->data());
       }
     }
-    if (data[0] == nullptr || data[1] == nullptr || data[2] == nullptr || outputs.size() != 1 ||
-        outputs[0] == nullptr) {
+    // An empty output reads nothing (and its inputs may have no storage).
+    const bool missing = loop_.numel > 0 && ((!constant_[0] && data[0] == nullptr) ||
+                                             (!constant_[1] && data[1] == nullptr) ||
+                                             (!constant_[2] && data[2] == nullptr));
+    if (missing || outputs.size() != 1 || outputs[0] == nullptr) {
       return Status(Error::InvalidArgument,
                     "run op 'Where' (" + describe() + "): expected 3 inputs and one output");
     }
@@ -185,6 +192,7 @@ class WhereOp final : public CpuOp {
   kernels::BroadcastLoop<3> loop_;
   std::vector<int64_t> index_;
   std::array<std::vector<uint8_t>, 3> constants_;
+  std::array<bool, 3> constant_ = {false, false, false};
   int contiguous_ = 0;
   bool avx512_ = false;
 };

@@ -90,6 +90,31 @@ TEST(WhereOp, SelectsInfinitiesAndNaNsUnchanged) {
   expect_same_bits(c.run(**op), expected);
 }
 
+TEST(WhereOp, EmptyShapesRunAndConstantsAreVerifiedBeforeTheyAreRead) {
+  {
+    Case c("Where", {});
+    c.add(random_mask({0, 4}, 5), false);
+    c.add(random_tensor({0, 4}, 6), false);
+    c.add(random_tensor({1}, 7), true);
+    auto op = c.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_EQ((*op)->outputs()[0].sizes, (std::vector<int64_t>{0, 4}));
+    c.run(**op);  // expects each run to succeed
+  }
+  Case c("Where", {});
+  c.add(random_mask({4}, 8), true);
+  c.add(random_tensor({4}, 9), false);
+  c.add(random_tensor({4}, 10), false);
+  c.desc.verify_constant = [](size_t input) {
+    return runtime::Status(Error::InvalidExternalData,
+                           "weight of input " + std::to_string(input) + " fails its hash");
+  };
+  auto op = c.create();
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error(), Error::InvalidExternalData);
+  EXPECT_NE(op.status().message().find("input 0 fails its hash"), std::string::npos) << op.status();
+}
+
 TEST(WhereOp, DeclinesWhatItLacksAndNamesShapesThatDoNotBroadcast) {
   {  // Not f32 values: the reference kernel takes them.
     Case c("Where", {});
