@@ -73,6 +73,16 @@ std::optional<std::vector<int64_t>> trailing_sizes(const ir::TensorType& type, s
   return out;
 }
 
+// Adds an f32 constant of ones of `sizes`, read by node `reader`: the scale a normalization
+// spelled without one gets.
+int add_ones(RewriteContext& c, std::string name, const std::vector<int64_t>& sizes,
+             size_t reader) {
+  size_t count = 1;
+  for (int64_t s : sizes) count *= static_cast<size_t>(s);
+  return c.add_constant(f32_weight(std::move(name), sizes, std::vector<float>(count, 1.0f)),
+                        reader);
+}
+
 }  // namespace
 
 bool rewrite_layer_norm(RewriteContext& c, size_t n) {
@@ -156,11 +166,7 @@ bool rewrite_layer_norm(RewriteContext& c, size_t n) {
   const auto axis = static_cast<int64_t>(x_type.shape.size() - *k);  // x_type moves below
   if (scale < 0) {
     if (!normalized) return false;  // a scale of ones needs the normalized shape
-    size_t count = 1;
-    for (int64_t s : *normalized) count *= static_cast<size_t>(s);
-    scale = c.add_constant(f32_weight(c.value(x).name + ":layer_norm_scale", *normalized,
-                                      std::vector<float>(count, 1.0f)),
-                           last);
+    scale = add_ones(c, c.value(x).name + ":layer_norm_scale", *normalized, last);
   }
   ir::Node norm;
   norm.op = "LayerNormalization";
@@ -241,11 +247,7 @@ bool rewrite_rms_norm(RewriteContext& c, size_t n) {
   const auto axis = static_cast<int64_t>(x_type.shape.size() - *k);
   if (scale < 0) {
     if (!normalized) return false;  // a scale of ones needs the normalized shape
-    size_t count = 1;
-    for (int64_t s : *normalized) count *= static_cast<size_t>(s);
-    scale = c.add_constant(f32_weight(c.value(x).name + ":rms_norm_scale", *normalized,
-                                      std::vector<float>(count, 1.0f)),
-                           last);
+    scale = add_ones(c, c.value(x).name + ":rms_norm_scale", *normalized, last);
   }
   ir::Node norm;
   norm.op = "RMSNormalization";
