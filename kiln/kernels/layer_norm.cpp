@@ -19,11 +19,6 @@ namespace {
 
 constexpr std::string_view kOp = "LayerNormalization";
 
-// ONNX TensorProto data types accepted for `stash_type`: FLOAT and DOUBLE. The statistics are
-// computed in double either way, which is at least as precise as either.
-constexpr int64_t kStashFloat = 1;
-constexpr int64_t kStashDouble = 11;
-
 // Checks the dtypes, the axis and that Scale and B broadcast to x.shape[axis:]; returns the
 // shape of the Mean and InvStdDev outputs.
 Result<std::vector<int64_t>> check_inputs(const Tensor& x, const Tensor& scale, const Tensor* bias,
@@ -59,13 +54,7 @@ Status layer_norm_kernel(runtime::KernelContext& context, Span<EValue* const> in
   KILN_ASSIGN_OR_RETURN(options.axis, internal::int_attribute(kOp, attributes, "axis", -1));
   KILN_ASSIGN_OR_RETURN(options.epsilon,
                         internal::double_attribute(kOp, attributes, "epsilon", 1e-5));
-  KILN_ASSIGN_OR_RETURN(int64_t stash,
-                        internal::int_attribute(kOp, attributes, "stash_type", kStashFloat));
-  if (stash != kStashFloat && stash != kStashDouble) {
-    return Status(Error::NotSupported, internal::action(kOp) + ": attribute 'stash_type' is " +
-                                           std::to_string(stash) +
-                                           " (expected 1 (float) or 11 (double))");
-  }
+  KILN_RETURN_IF_ERROR(internal::check_stash_type(kOp, attributes));
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_ASSIGN_OR_RETURN(const Tensor* scale, internal::input_tensor(kOp, inputs, 1));
   const Tensor* bias = nullptr;

@@ -24,6 +24,20 @@ inline runtime::Result<double> double_attribute(std::string_view op,
   return *value;
 }
 
+/// Checks the `stash_type` attribute of LayerNormalization and RMSNormalization: ONNX's FLOAT
+/// (1, the default) or DOUBLE (11). The statistics are computed in double either way, which is
+/// at least as precise as either. Errors: NotSupported naming the value.
+inline runtime::Status check_stash_type(std::string_view op,
+                                        const runtime::Attributes& attributes) {
+  constexpr int64_t kStashFloat = 1;
+  constexpr int64_t kStashDouble = 11;
+  KILN_ASSIGN_OR_RETURN(int64_t stash, int_attribute(op, attributes, "stash_type", kStashFloat));
+  if (stash == kStashFloat || stash == kStashDouble) return runtime::Status();
+  return runtime::Status(runtime::Error::NotSupported, action(op) + ": attribute 'stash_type' is " +
+                                                           std::to_string(stash) +
+                                                           " (expected 1 (float) or 11 (double))");
+}
+
 /// Element `i` of a float tensor (f32, f64, f16 or bf16) as double. Precondition: the dtype
 /// was checked.
 inline double read_float(const runtime::Tensor& t, int64_t i) {

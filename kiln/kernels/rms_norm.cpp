@@ -7,7 +7,6 @@
 
 namespace kiln::kernels {
 
-using runtime::Error;
 using runtime::EValue;
 using runtime::Span;
 using runtime::Status;
@@ -16,11 +15,6 @@ using runtime::Tensor;
 namespace {
 
 constexpr std::string_view kOp = "RMSNormalization";
-
-// ONNX TensorProto data types accepted for `stash_type`: FLOAT and DOUBLE. The mean of squares
-// is computed in double either way, which is at least as precise as either.
-constexpr int64_t kStashFloat = 1;
-constexpr int64_t kStashDouble = 11;
 
 // Checks the dtypes, the axis and that Scale broadcasts to x.shape[axis:]; returns the
 // normalized axis (non-negative).
@@ -49,13 +43,7 @@ Status rms_norm_kernel(runtime::KernelContext& context, Span<EValue* const> inpu
   KILN_ASSIGN_OR_RETURN(options.axis, internal::int_attribute(kOp, attributes, "axis", -1));
   KILN_ASSIGN_OR_RETURN(options.epsilon,
                         internal::double_attribute(kOp, attributes, "epsilon", 1e-5));
-  KILN_ASSIGN_OR_RETURN(int64_t stash,
-                        internal::int_attribute(kOp, attributes, "stash_type", kStashFloat));
-  if (stash != kStashFloat && stash != kStashDouble) {
-    return Status(Error::NotSupported, internal::action(kOp) + ": attribute 'stash_type' is " +
-                                           std::to_string(stash) +
-                                           " (expected 1 (float) or 11 (double))");
-  }
+  KILN_RETURN_IF_ERROR(internal::check_stash_type(kOp, attributes));
   KILN_ASSIGN_OR_RETURN(const Tensor* x, internal::input_tensor(kOp, inputs, 0));
   KILN_ASSIGN_OR_RETURN(const Tensor* scale, internal::input_tensor(kOp, inputs, 1));
   KILN_RETURN_IF_ERROR(check_inputs(*x, *scale, options.axis).status());
