@@ -73,6 +73,22 @@ std::optional<std::vector<int64_t>> trailing_sizes(const ir::TensorType& type, s
   return out;
 }
 
+// When the only reader of `current` is `op` of it and a constant f32 of exactly `sizes` (a
+// normalization's scale or bias), absorbs that node: `current` becomes its output. Returns the
+// constant's value, or -1 (nothing absorbed).
+int absorb_constant_step(const RewriteContext& c, const char* op,
+                         const std::optional<std::vector<int64_t>>& sizes, int& current,
+                         std::vector<size_t>& absorbed) {
+  size_t i = 0;
+  const ir::Node* node = c.sole_consumer(current, i);
+  if (node == nullptr) return -1;
+  const int constant = constant_operand(c, *node, op, current, sizes);
+  if (constant < 0) return -1;
+  absorbed.push_back(i);
+  current = node->outputs[0];
+  return constant;
+}
+
 // Adds an f32 constant of ones of `sizes`, read by node `reader`: the scale a normalization
 // spelled without one gets.
 int add_ones(RewriteContext& c, std::string name, const std::vector<int64_t>& sizes,
@@ -147,21 +163,8 @@ bool rewrite_layer_norm(RewriteContext& c, size_t n) {
   absorbed.push_back(i);
   int current = divide->outputs[0];
   const std::optional<std::vector<int64_t>> normalized = trailing_sizes(x_type, *k);
-  int scale = -1, bias = -1;
-  if (const ir::Node* mul = c.sole_consumer(current, i)) {
-    scale = constant_operand(c, *mul, "Mul", current, normalized);
-    if (scale >= 0) {
-      absorbed.push_back(i);
-      current = mul->outputs[0];
-    }
-  }
-  if (const ir::Node* plus = c.sole_consumer(current, i)) {
-    bias = constant_operand(c, *plus, "Add", current, normalized);
-    if (bias >= 0) {
-      absorbed.push_back(i);
-      current = plus->outputs[0];
-    }
-  }
+  int scale = absorb_constant_step(c, "Mul", normalized, current, absorbed);
+  const int bias = absorb_constant_step(c, "Add", normalized, current, absorbed);
   const size_t last = *std::max_element(absorbed.begin(), absorbed.end());
   const auto axis = static_cast<int64_t>(x_type.shape.size() - *k);  // x_type moves below
   if (scale < 0) {
@@ -235,14 +238,7 @@ bool rewrite_rms_norm(RewriteContext& c, size_t n) {
   }
   int current = divide->outputs[0];
   const std::optional<std::vector<int64_t>> normalized = trailing_sizes(x_type, *k);
-  int scale = -1;
-  if (const ir::Node* mul = c.sole_consumer(current, i)) {
-    scale = constant_operand(c, *mul, "Mul", current, normalized);
-    if (scale >= 0) {
-      absorbed.push_back(i);
-      current = mul->outputs[0];
-    }
-  }
+  int scale = absorb_constant_step(c, "Mul", normalized, current, absorbed);
   const size_t last = *std::max_element(absorbed.begin(), absorbed.end());
   const auto axis = static_cast<int64_t>(x_type.shape.size() - *k);
   if (scale < 0) {
