@@ -179,7 +179,8 @@ runtime::Result<Step> make_reference_step(CompiledFunctionImpl& impl, const ir::
 /// Runs one step. Errors: the implementation's, with the node named.
 runtime::Status run_step(CompiledFunctionImpl& impl, Step& step);
 
-/// A fusion group found by `find_fusion`: the anchor (Conv, MatMul or Gemm) and what follows it.
+/// A fusion group found by `find_fusion`: the anchor (Conv, ConvTranspose, MatMul or Gemm) and
+/// what follows it.
 struct FusionGroup {
   std::vector<size_t> absorbed;     ///< Node indices fused into the anchor, in order.
   std::optional<int> bias;          ///< A constant value fused as the anchor's bias.

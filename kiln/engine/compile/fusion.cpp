@@ -1,6 +1,7 @@
-// Fusion: Conv/MatMul/Gemm followed by a bias Add, one residual Add and activations (and Muls by
-// a constant scalar) becomes one oneDNN op with a bias and post-ops. A fused node is one whose
-// input is the chain's current result, read by that node alone and not a function output.
+// Fusion: Conv/ConvTranspose/MatMul/Gemm followed by a bias Add, one residual Add (not after a
+// ConvTranspose) and activations (and Muls by a constant scalar) becomes one oneDNN op with a
+// bias and post-ops. A fused node is one whose input is the chain's current result, read by that
+// node alone and not a function output.
 #include <kiln/engine/compile/function_plan.h>
 
 #include <algorithm>
@@ -79,7 +80,7 @@ std::optional<std::vector<int64_t>> bias_view(const ir::Node& anchor,
                                               const std::vector<int64_t>& bias) {
   if (anchor.op == "Gemm") return bias;
   if (bias.size() > out.size() || out.empty()) return std::nullopt;
-  size_t axis = anchor.op == "Conv" ? 1 : out.size() - 1;
+  size_t axis = anchor.op == "Conv" || anchor.op == "ConvTranspose" ? 1 : out.size() - 1;
   if (axis >= out.size()) return std::nullopt;
   size_t pad = out.size() - bias.size();
   for (size_t d = 0; d < out.size(); ++d) {
@@ -118,7 +119,10 @@ bool has_bias_input(const ir::Node& anchor) {
 
 std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_index) {
   const ir::Node& anchor = c.graph.nodes[anchor_index];
-  if (anchor.op != "Conv" && anchor.op != "MatMul" && anchor.op != "Gemm") return std::nullopt;
+  if (anchor.op != "Conv" && anchor.op != "ConvTranspose" && anchor.op != "MatMul" &&
+      anchor.op != "Gemm") {
+    return std::nullopt;
+  }
   if (anchor.outputs.size() != 1 || anchor.outputs[0] < 0) return std::nullopt;
   FusionGroup group;
   int current = anchor.outputs[0];
@@ -145,7 +149,12 @@ std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_ind
       } else {
         // The residual is read at the anchor's place, so it must exist by then.
         bool ready = c.producer[other] < 0 || c.producer[other] < static_cast<int>(anchor_index);
-        if (group.residual || !group.post_ops.empty() || *other_sizes != *out || !ready) break;
+        // Not into a ConvTranspose: the matrix product that runs an upsampling one (kernel =
+        // strides) takes no residual, and oneDNN's deconvolution runs such layers 20x slower.
+        if (group.residual || !group.post_ops.empty() || *other_sizes != *out || !ready ||
+            anchor.op == "ConvTranspose") {
+          break;
+        }
         group.residual = other;
         group.post_ops.push_back(PostOp{PostOpKind::AddResidual});
         bias_done = true;

@@ -248,8 +248,9 @@ namespace {
 // as windows x weights; 5: LSTMs of small batches on kiln's cell; 6: ops of little work on
 // kiln's loops or the reference kernels; 7: blocked Convs in functions with depthwise Convs,
 // large Winograd-shaped Convs blocked and direct, streaming MatMuls; 8: Muls by a constant
-// scalar fused as post-ops), so that entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 8";
+// scalar fused as post-ops; 9: ConvTransposes fused with their bias and activations), so that
+// entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 9";
 
 struct StaticFunction {
   std::string name;

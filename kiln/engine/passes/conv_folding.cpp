@@ -111,14 +111,21 @@ bool fold_binary(const RewriteContext& c, const ir::Node& node, int current, siz
 
 bool fold_conv_affine(RewriteContext& c, size_t n) {
   ir::Graph& g = c.graph();
-  if (g.nodes[n].op != "Conv" || !g.nodes[n].domain.empty() || g.nodes[n].inputs.size() < 2 ||
-      g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] < 0) {
+  const bool transpose = g.nodes[n].op == "ConvTranspose";
+  if ((g.nodes[n].op != "Conv" && !transpose) || !g.nodes[n].domain.empty() ||
+      g.nodes[n].inputs.size() < 2 || g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] < 0) {
     return false;
   }
   const ir::Node& conv = g.nodes[n];
   const ir::Weight* weight = c.constant(conv.inputs[1], ScalarType::Float32);
-  if (weight == nullptr || weight->sizes.size() < 3 || weight->sizes[0] <= 0) return false;
-  const int64_t m = weight->sizes[0];
+  if (weight == nullptr || weight->sizes.size() < 3 || weight->sizes[0] <= 0 ||
+      weight->sizes[1] <= 0) {
+    return false;
+  }
+  // Conv's W is [M, C / group, k...]; ConvTranspose's [C, M / group, k...].
+  const int64_t group = int_attribute(conv, "group").value_or(1);
+  if (transpose && (group <= 0 || weight->sizes[0] % group != 0)) return false;
+  const int64_t m = transpose ? weight->sizes[1] * group : weight->sizes[0];
   const size_t rank = weight->sizes.size();
   const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
   const ir::Weight* bias = has_bias ? c.constant(conv.inputs[2], ScalarType::Float32) : nullptr;
@@ -143,9 +150,15 @@ bool fold_conv_affine(RewriteContext& c, size_t n) {
   if (folded.empty()) return false;
 
   std::vector<float> w = f32_values(*weight);
-  const size_t per_channel_elements = w.size() / static_cast<size_t>(m);
+  const size_t plane = w.size() / static_cast<size_t>(weight->sizes[0] * weight->sizes[1]);
+  const auto in_per_group = static_cast<size_t>(weight->sizes[0] / (transpose ? group : 1));
+  const auto out_per_group = static_cast<size_t>(weight->sizes[1]);
   for (size_t e = 0; e < w.size(); ++e) {
-    w[e] = static_cast<float>(w[e] * f.a[e / per_channel_elements]);
+    // The output channel element e weighs: its row (Conv), or its group's and column's
+    // (ConvTranspose: W[c][j] feeds channel (c / (C / group)) * (M / group) + j).
+    const size_t row = e / plane / out_per_group, column = e / plane % out_per_group;
+    const size_t channel = transpose ? row / in_per_group * out_per_group + column : row;
+    w[e] = static_cast<float>(w[e] * f.a[channel]);
   }
   std::vector<float> b = has_bias ? f32_values(*bias) : std::vector<float>(f.a.size(), 0.0f);
   for (size_t o = 0; o < b.size(); ++o) {

@@ -6,14 +6,16 @@
 
 namespace kiln::engine::passes {
 
-/// A `Conv(x, W[, b])` (node `n`) whose output goes through per-output-channel affine steps,
-/// each value read by the next step alone:
+/// A `Conv(x, W[, b])` or `ConvTranspose(x, W[, b])` (node `n`) whose output goes through
+/// per-output-channel affine steps, each value read by the next step alone:
 /// - an inference `BatchNormalization` (constant scale, B, mean and variance of one element per
 ///   output channel): y = (y - mean) * s + B with s = scale / sqrt(var + epsilon);
 /// - a `Mul` or `Div` by, an `Add` of, or a `Sub` (y first) of a constant that broadcasts along
 ///   the channel axis only (one value, or one per output channel: [M, 1, 1], [1, M, 1, 1], ...)
 /// has those steps folded into its weights and bias, computed in double:
-///   y = a[m] * Conv(x) + d[m]  →  W'[m] = W[m] * a[m]; b'[m] = b[m] * a[m] + d[m],
+///   y = a[m] * Conv(x) + d[m]  →  W'[m] = W[m] * a[m]; b'[m] = b[m] * a[m] + d[m]
+/// (a ConvTranspose's W [C, M / group, k...] scales column j of input channel c by
+/// a[(c / (C / group)) * (M / group) + j]),
 /// and writes the last step's output. W, b and every constant must be f32; each factor finite
 /// (a division by zero, a negative variance: the chain stops before that step). The chain
 /// stops at the first node that is none of these. Returns true when a step was folded.

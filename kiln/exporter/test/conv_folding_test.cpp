@@ -42,21 +42,36 @@ struct ConvChain {
   std::vector<Step> steps;
   bool conv_bias = true;
   bool conv_read_elsewhere = false;
+  bool transpose = false;  // a grouped ConvTranspose in place of the Conv
 };
 
-// x [1, 3, 6, 6] → Conv(4, 3x3, pads 1) → the steps → Relu → y.
+// The input shape of conv_chain_model.
+std::vector<int64_t> chain_input(const ConvChain& s) {
+  return s.transpose ? std::vector<int64_t>{1, 4, 3, 3} : std::vector<int64_t>{1, 3, 6, 6};
+}
+
+// x [1, 3, 6, 6] → Conv(4, 3x3, pads 1) → the steps → Relu → y; or, transposed,
+// x [1, 4, 3, 3] → ConvTranspose(4, 3x3, group 2, strides 2, pads 1, output_padding 1).
 std::string conv_chain_model(const ConvChain& s) {
   OnnxModelBuilder b(13);
-  b.input("x", kF32, {1, 3, 6, 6});
+  b.input("x", kF32, chain_input(s));
   b.output("y", kF32, {1, 4, 6, 6});
   if (s.conv_read_elsewhere) b.output("c", kF32, {1, 4, 6, 6});
-  b.initializer_f32("w", {4, 3, 3, 3}, seeded(108, 11));
+  // ConvTranspose's W is [C, M / group, kH, kW]: each output channel reads its own column.
+  b.initializer_f32(
+      "w", s.transpose ? std::vector<int64_t>{4, 2, 3, 3} : std::vector<int64_t>{4, 3, 3, 3},
+      seeded(s.transpose ? 72 : 108, 11));
   b.initializer_f32("b", {4}, seeded(4, 12));
   std::vector<std::string> conv_inputs = {"x", "w"};
   if (s.conv_bias) conv_inputs.push_back("b");
-  auto& conv = b.node("Conv", conv_inputs, {"c"});
+  auto& conv = b.node(s.transpose ? "ConvTranspose" : "Conv", conv_inputs, {"c"});
   OnnxModelBuilder::ints_attribute(conv, "pads", {1, 1, 1, 1});
   OnnxModelBuilder::ints_attribute(conv, "kernel_shape", {3, 3});
+  if (s.transpose) {
+    OnnxModelBuilder::ints_attribute(conv, "strides", {2, 2});
+    OnnxModelBuilder::ints_attribute(conv, "output_padding", {1, 1});
+    OnnxModelBuilder::int_attribute(conv, "group", 2);
+  }
   std::string current = "c";
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const std::string k = std::to_string(i), out = "s" + k;
@@ -128,6 +143,31 @@ TEST(ConvFolding, AffineStepsAfterAConvAreFoldedIntoItsWeights) {
     ASSERT_EQ(conv.inputs.size(), 3u);
     EXPECT_GE(conv.inputs[2], 0);
   }
+}
+
+TEST(ConvFolding, AffineStepsAfterAGroupedConvTransposeAreFoldedIntoItsColumns) {
+  // W [C, M / group, ...]: a per-channel factor scales a column of each group's rows, so a
+  // folding that scaled rows (as for a Conv) would give other results.
+  const std::vector<ConvChain> chains = {
+      {{Step::BatchNorm}, true, false, /*transpose=*/true},
+      {{Step::BatchNorm}, /*conv_bias=*/false, false, true},
+      {{Step::MulChannels, Step::AddChannels}, true, false, true},
+      {{Step::DivScalar, Step::SubChannels, Step::BatchNorm}, false, false, true},
+  };
+  for (size_t i = 0; i < chains.size(); ++i) {
+    SCOPED_TRACE("chain " + std::to_string(i));
+    engine::ir::Model model =
+        expect_same_results(conv_chain_model(chains[i]), chain_input(chains[i]));
+    ASSERT_FALSE(model.functions.empty());
+    EXPECT_EQ(ops(model), (std::vector<std::string>{"ConvTranspose", "Relu"}));
+    const engine::ir::Node& conv = model.functions[0].nodes[0];
+    ASSERT_EQ(conv.inputs.size(), 3u);
+    EXPECT_GE(conv.inputs[2], 0);
+  }
+  // What is not per-channel affine stops the chain as after a Conv.
+  const ConvChain spatial{{Step::MulChannels, Step::MulSpatial}, true, false, true};
+  EXPECT_EQ(ops(expect_same_results(conv_chain_model(spatial), chain_input(spatial))),
+            (std::vector<std::string>{"ConvTranspose", "Mul", "Relu"}));
 }
 
 TEST(ConvFolding, StepsThatAreNotPerChannelAffineStopTheChain) {
