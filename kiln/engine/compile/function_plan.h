@@ -227,16 +227,24 @@ std::vector<Alias> concat_aliases(const CompiledFunctionImpl& impl);
 /// such step yet, a reference step, or a plain result). For `cpu::OpDesc::input_layouts`.
 std::string producer_layout(const CompiledFunctionImpl& impl, int value);
 
+/// Whether a node is a Conv of a constant weight of more than 2^20 elements (ResNet's last
+/// stage, 512 x 512 x 3 x 3). Such a Conv runs on oneDNN's brgemm kernel in
+/// `cpu::ActivationLayout::Preferred` (nhwc) even among blocked Convs: on ResNet-18's 7x7
+/// stage the blocked direct kernel ran 100-120 GFLOP/s against brgemm's 180 (1 thread), which
+/// outweighs the reorders at the stage's ends and brgemm's longer creation (0.8 ms a Conv,
+/// against 0.06, at each load).
+bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots);
+
 /// Whether a node is a Conv worth a Winograd kernel: Yes for a 2-D 3x3 Conv of stride 1, no
 /// dilation or groups, a constant weight and channels in multiples of 16; TooLarge for such a
-/// Conv whose weight has more than 2^20 elements (its transform at load costs more than the
-/// kernel gains), which stays in `cpu::ActivationLayout::Preferred`; No otherwise.
+/// Conv of large weights (`has_large_weights`: the transform at load costs more than the
+/// kernel gains); No otherwise.
 enum class WinogradFit { No, Yes, TooLarge };
 WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots);
 
 /// Whether a function with these resolved `slots` has a Conv that fits Winograd (Yes above):
-/// then its Convs but the TooLarge ones are built in `cpu::ActivationLayout::Blocked` with
-/// `cpu::OpDesc::winograd` (see `CompileOptions::winograd`). `skipped` marks folded nodes.
+/// then its Convs but those of large weights are built in `cpu::ActivationLayout::Blocked`,
+/// with `cpu::OpDesc::winograd` (see `CompileOptions::winograd`). `skipped` marks folded nodes.
 bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
                        const std::vector<bool>& skipped);
 

@@ -387,12 +387,10 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
   desc.packed = options_.packed.get();
   desc.small_ops_own_loops = options_.small_ops_own_loops;
   desc.proofs_recorded = options_.proofs_recorded;
-  if (node.op == "Conv" && blocked_convs_) {
-    // A Winograd-shaped Conv of too large a weight stays direct, but blocked like its
-    // neighbours: oneDNN's blocked direct kernel takes 0.06 ms to create where its nhwc one
-    // (brgconv) takes 0.8 (ResNet-18's 7x7 stage), and no reorders come between them.
+  if (node.op == "Conv" && blocked_convs_ && !has_large_weights(node, impl_->slots)) {
+    // (A Conv of large weights stays in the layout oneDNN prefers: see has_large_weights.)
     desc.activation_layout = cpu::ActivationLayout::Blocked;
-    desc.winograd = winograd_convs_ && winograd_fit(node, impl_->slots) != WinogradFit::TooLarge;
+    desc.winograd = winograd_convs_ && winograd_fit(node, impl_->slots) == WinogradFit::Yes;
   }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);

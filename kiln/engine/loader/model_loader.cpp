@@ -248,9 +248,10 @@ namespace {
 // as windows x weights; 5: LSTMs of small batches on kiln's cell; 6: ops of little work on
 // kiln's loops or the reference kernels; 7: blocked Convs in functions with depthwise Convs,
 // large Winograd-shaped Convs blocked and direct, streaming MatMuls; 8: Muls by a constant
-// scalar fused as post-ops; 9: ConvTransposes fused with their bias and activations), so that
-// entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 9";
+// scalar fused as post-ops; 9: ConvTransposes fused with their bias and activations; 10: Convs
+// of large weights on brgemm in nhwc among blocked ones), so that entries of older plans are not
+// adopted.
+constexpr char kEngineVersion[] = "kiln-engine 10";
 
 struct StaticFunction {
   std::string name;

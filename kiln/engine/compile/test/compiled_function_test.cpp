@@ -209,27 +209,34 @@ TEST(Specialize, WinogradConvsMatchReferenceOnAndOff) {
   }
 }
 
-// A 3x3 Conv whose weight is too large to transform at load (384x384x3x3) stays direct in
-// the layout oneDNN prefers, beside a small one on Winograd; results match the reference.
-// A Winograd-shaped Conv of a large weight stays direct, in the blocked layout of its
-// neighbours (oneDNN's blocked direct kernel is quick to create; no reorders between them).
-TEST(Specialize, LargeWeightsStayOffWinogradInTheBlockedLayout) {
+// A 3x3 Conv whose weight is too large to transform at load (384x384x3x3) stays direct, and
+// out of the blocked layout of its Winograd neighbours: it runs on oneDNN's nhwc brgemm
+// kernel (has_large_weights), as does a large stride-2 one; results match the reference.
+TEST(Specialize, LargeWeightsRunDirectInTheLayoutOneDnnPrefers) {
   ModelBuilder b(9);
-  int x = b.input("x", {1, 16, 4, 4});
+  int x = b.input("x", {1, 16, 8, 8});
   std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
+  std::vector<ir::Attribute> strided = conv;
+  strided.push_back(ints("strides", {2, 2}));
   int w1 = b.weight("w1", {384, 16, 3, 3}, 0.2f), w2 = b.weight("w2", {384, 384, 3, 3}, 0.05f);
-  int c1 = b.value("c1", {1, 384, 4, 4}), y = b.value("y", {1, 384, 4, 4});
+  int w3 = b.weight("w3", {384, 384, 3, 3}, 0.05f), w4 = b.weight("w4", {16, 384, 3, 3}, 0.05f);
+  int c1 = b.value("c1", {1, 384, 8, 8}), c2 = b.value("c2", {1, 384, 8, 8});
+  int c3 = b.value("c3", {1, 384, 4, 4}), y = b.value("y", {1, 16, 4, 4});
   b.node("Conv", {x, w1}, {c1}, conv);
-  b.node("Conv", {c1, w2}, {y}, conv);
+  b.node("Conv", {c1, w2}, {c2}, conv);
+  b.node("Conv", {c2, w3}, {c3}, strided);
+  b.node("Conv", {c3, w4}, {y}, conv);
   b.output(y);
-  auto f = check_against_reference(b.build(), {{1, 16, 4, 4}}, CompileOptions{});
+  auto f = check_against_reference(b.build(), {{1, 16, 8, 8}}, CompileOptions{});
   ASSERT_NE(f, nullptr);
-  ASSERT_EQ(f->placement().size(), 2u);
-  const std::string& large = f->placement()[1].detail;
-  EXPECT_EQ(large.find("wino"), std::string::npos) << large;
+  ASSERT_EQ(f->placement().size(), 4u);
+  for (size_t large : {1, 2}) {
+    const std::string& detail = f->placement()[large].detail;
+    EXPECT_EQ(detail.find("wino"), std::string::npos) << detail;
+    EXPECT_EQ(detail.find("aBcd16b"), std::string::npos) << detail;
+  }
   if (f->placement()[0].detail.find("wino") != std::string::npos) {  // AVX-512: blocked convs
-    EXPECT_NE(large.find("src:aBcd16b"), std::string::npos) << large;
-    EXPECT_NE(large.find("dst:aBcd16b"), std::string::npos) << large;
+    EXPECT_NE(f->placement()[3].detail.find("wino"), std::string::npos) << f->placement()[3].detail;
   }
 }
 
