@@ -30,7 +30,7 @@ Factory find_factory(const std::string& op) {
   if (op == "Add" || op == "Mul") return create_binary;
   if (op == "LSTM" || op == "GRU") return create_rnn;
   if (op == "Where") return create_where;
-  if (op == "RMSNormalization") return create_rms_norm;
+  if (op == "RMSNormalization" || op == "InstanceNormalization") return create_row_norm;
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Gelu" ||
       op == "Exp" || op == "Abs" || op == "Sqrt" || op == "Elu" || op == "HardSwish" ||
       op == "Softplus" || op == "Neg" || op == "Clip") {

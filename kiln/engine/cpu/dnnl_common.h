@@ -245,8 +245,9 @@ Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
 /// Where (bool condition, f32 X and Y, any broadcast) on kiln's own loops (where_op.cpp).
 Result<std::unique_ptr<CpuOp>> create_where(const OpDesc& desc);
-/// RMSNormalization (f32, constant f32 scale) on RuntimeRows' loops (row_norm_op.cpp).
-Result<std::unique_ptr<CpuOp>> create_rms_norm(const OpDesc& desc);
+/// RMSNormalization (f32, constant f32 scale) and InstanceNormalization (f32, constant f32
+/// scale and B) on RuntimeRows' loops (row_norm_op.cpp).
+Result<std::unique_ptr<CpuOp>> create_row_norm(const OpDesc& desc);
 
 /// Small products on kiln's loops (small_ops.cpp). B [K, N] as panels: 16 columns stored
 /// together row after row, ceil(N / 16) panels of K x 16 floats (`panel_floats`), the last one

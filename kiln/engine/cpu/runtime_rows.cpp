@@ -1,5 +1,6 @@
-// RuntimeRows: Softmax, LogSoftmax, LayerNormalization and RMSNormalization of run-time shapes
-// on vectorized row loops of kiln's own (16 floats per vector; AVX-512 and AVX2 clones).
+// RuntimeRows: Softmax, LogSoftmax, LayerNormalization, RMSNormalization and
+// InstanceNormalization of run-time shapes on vectorized row loops of kiln's own (16 floats per
+// vector; AVX-512 and AVX2 clones).
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/runtime_rows.h>
@@ -25,7 +26,7 @@ using vec::kLanes;
 
 namespace {
 
-enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm };
+enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm, InstanceNorm };
 
 // Below this many elements per thread, starting and joining threads costs more than the rows
 // (about 10 us of single-thread work).
@@ -129,6 +130,40 @@ KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin,
   }
 }
 
+// Instance normalization of rows [begin, end) of `cols` floats, row r being channel
+// r % `channels` of an [N, C, spatial...] tensor: (x - mean) / sqrt(var + eps) * scale[c] +
+// bias[c], with each row's mean and variance (two passes, float sums) and one multiply-add
+// an element.
+KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
+                                           int64_t cols, int64_t channels, const float* scale,
+                                           const float* bias, float epsilon) {
+  const int64_t full = cols / kLanes * kLanes;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* in = x + r * cols;
+    float* out = y + r * cols;
+    Floats vsum = vec::splat(0.0f);
+    for (int64_t j = 0; j < full; j += kLanes) vsum += vec::load(in + j);
+    float sum = horizontal_sum(vsum);
+    for (int64_t j = full; j < cols; ++j) sum += in[j];
+    const float mean = sum * inv_cols;
+    const Floats vmean = vec::splat(mean);
+    Floats vsquares = vec::splat(0.0f);
+    for (int64_t j = 0; j < full; j += kLanes) {
+      const Floats d = vec::load(in + j) - vmean;
+      vsquares += d * d;
+    }
+    float squares = horizontal_sum(vsquares);
+    for (int64_t j = full; j < cols; ++j) squares += (in[j] - mean) * (in[j] - mean);
+    const int64_t c = r % channels;
+    const float a = scale[c] / std::sqrt(squares * inv_cols + epsilon);
+    const float b = bias[c] - mean * a;
+    const Floats va = vec::splat(a), vb = vec::splat(b);
+    for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
+    for (int64_t j = full; j < cols; ++j) out[j] = in[j] * a + b;
+  }
+}
+
 // RMS normalization of rows [begin, end) of `cols` floats: x / sqrt(mean(x^2) + eps) * scale
 // (one pass for the mean square, float sums).
 KILN_VECTOR_CLONES void rms_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
@@ -175,7 +210,7 @@ struct RuntimeRows::Impl {
 
 bool RuntimeRows::handles(std::string_view op) {
   return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
-         op == "RMSNormalization";
+         op == "RMSNormalization" || op == "InstanceNormalization";
 }
 
 Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
@@ -183,8 +218,8 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
   using dnnl_impl::error;
   if (!handles(desc.op)) {
     return error(desc, Error::NotSupported,
-                 "is not Softmax, LogSoftmax, LayerNormalization or RMSNormalization (no "
-                 "run-time-shape rows)");
+                 "is not Softmax, LogSoftmax, LayerNormalization, RMSNormalization or "
+                 "InstanceNormalization (no run-time-shape rows)");
   }
   if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
   if (desc.num_outputs != 1) {
@@ -193,13 +228,19 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
                      " outputs (expected 1: no Mean or InvStdDev)");
   }
   const bool rms_norm = desc.op == "RMSNormalization";
-  const bool layer_norm = desc.op == "LayerNormalization" || rms_norm;  // both normalize rows
-  KILN_RETURN_IF_ERROR(dnnl_impl::check_inputs(desc, layer_norm ? 2 : 1,
+  const bool instance_norm = desc.op == "InstanceNormalization";
+  // All three normalize rows with a constant scale.
+  const bool layer_norm = desc.op == "LayerNormalization" || rms_norm || instance_norm;
+  KILN_RETURN_IF_ERROR(dnnl_impl::check_inputs(desc,
+                                               instance_norm ? 3
+                                               : layer_norm  ? 2
+                                                             : 1,
                                                rms_norm     ? 2
                                                : layer_norm ? 3
                                                             : 1));
   auto impl = std::make_unique<Impl>();
-  impl->kind = rms_norm                  ? RowKind::RmsNorm
+  impl->kind = instance_norm             ? RowKind::InstanceNorm
+               : rms_norm                ? RowKind::RmsNorm
                : layer_norm              ? RowKind::LayerNorm
                : desc.op == "LogSoftmax" ? RowKind::LogSoftmax
                                          : RowKind::Softmax;
@@ -211,7 +252,15 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
   }
   Attrs attrs(desc);
   KILN_ASSIGN_OR_RETURN(impl->axis, attrs.get_int("axis", -1));
-  if (impl->rank > 0) {
+  if (instance_norm) {
+    // The spatial axes 2.. of [N, C, D1, ...]: no attribute names them.
+    impl->axis = 2;
+    if (impl->rank > 0 && impl->rank < 3) {
+      return error(
+          desc, Error::InvalidArgument,
+          "input 0 has rank " + std::to_string(impl->rank) + " (expected >= 3: [N, C, D1, ...])");
+    }
+  } else if (impl->rank > 0) {
     if (impl->axis < -impl->rank || impl->axis >= impl->rank) {
       return error(desc, Error::InvalidArgument,
                    "attribute 'axis' has value " + std::to_string(impl->axis) + " (expected " +
@@ -226,7 +275,7 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
   }
   if (layer_norm) {
     KILN_ASSIGN_OR_RETURN(double epsilon, attrs.get_float("epsilon", 1e-5));
-    KILN_ASSIGN_OR_RETURN(int64_t stash, attrs.get_int("stash_type", 1));
+    KILN_ASSIGN_OR_RETURN(int64_t stash, attrs.get_int("stash_type", 1));  // not instance norm's
     if (stash != 1) {
       return error(desc, Error::NotSupported,
                    "attribute 'stash_type' is " + std::to_string(stash) +
@@ -258,9 +307,12 @@ RuntimeRows::~RuntimeRows() = default;
 
 Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   const Impl& impl = *impl_;
-  const bool normalization = impl.kind == RowKind::LayerNorm || impl.kind == RowKind::RmsNorm;
+  const bool instance = impl.kind == RowKind::InstanceNorm;
+  const bool normalization =
+      impl.kind == RowKind::LayerNorm || impl.kind == RowKind::RmsNorm || instance;
   const char* op = impl.kind == RowKind::LayerNorm ? "LayerNormalization"
                    : impl.kind == RowKind::RmsNorm ? "RMSNormalization"
+                   : instance                      ? "InstanceNormalization"
                    : impl.kind == RowKind::Softmax ? "Softmax"
                                                    : "LogSoftmax";
   if (impl.rank > 0 && x.dim() != impl.rank) {
@@ -284,7 +336,15 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   int64_t cols = 1;
   for (int64_t d = std::max<int64_t>(axis, 0); d < x.dim(); ++d) cols *= x.size(d);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  if (normalization) {
+  if (instance) {
+    // Scale and B of one value per channel; anything else is the reference kernel's (which
+    // names what is wrong), as is a rank under 3.
+    own_loops = own_loops && x.dim() >= 3;
+    for (const Tensor* c : {impl.scale, impl.bias}) {
+      own_loops = own_loops && c->dim() == 1 && c->is_contiguous() && x.dim() >= 2 &&
+                  c->numel() == x.size(1);
+    }
+  } else if (normalization) {
     // Scale and B must be the normalized dims themselves (leading 1s aside), not broadcasts;
     // anything else (including shapes that do not broadcast) is the reference kernel's.
     const Span<const int64_t> dims = x.sizes().subspan(static_cast<size_t>(own_loops ? axis : 0));
@@ -297,6 +357,7 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
     }
   }
   if (!own_loops) {
+    if (instance) return kernels::instance_norm(x, *impl.scale, *impl.bias, impl.epsilon, out);
     if (impl.kind == RowKind::RmsNorm) {
       kernels::RmsNormOptions options;
       options.axis = impl.axis;
@@ -316,7 +377,10 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   const float* in = x.data_ptr<float>();
   float* result = out.mutable_data_ptr<float>();
   auto run_rows = [&](int64_t begin, int64_t end) {
-    if (impl.kind == RowKind::RmsNorm) {
+    if (instance) {
+      instance_norm_rows(in, result, begin, end, cols, x.size(1), impl.scale->data_ptr<float>(),
+                         impl.bias->data_ptr<float>(), impl.epsilon);
+    } else if (impl.kind == RowKind::RmsNorm) {
       rms_norm_rows(in, result, begin, end, cols, impl.scale->data_ptr<float>(), impl.epsilon);
     } else if (impl.kind == RowKind::LayerNorm) {
       layer_norm_rows(in, result, begin, end, cols, impl.scale->data_ptr<float>(),
@@ -349,6 +413,8 @@ std::string RuntimeRows::describe() const {
     case RowKind::RmsNorm:
       return "kiln rows (run-time shapes): RMS normalization from axis " +
              std::to_string(impl_->axis);
+    case RowKind::InstanceNorm:
+      return "kiln rows (run-time shapes): instance normalization over the spatial axes";
   }
   return {};
 }

@@ -8,11 +8,11 @@
 
 namespace kiln::engine::cpu {
 
-/// Softmax, LogSoftmax, LayerNormalization and RMSNormalization whose shapes are known only at
-/// run time, on loops of kiln's own (vectorized, rows split over the op's threads): oneDNN's
-/// softmax and layer normalization take no run-time dimensions, so without this a shape-generic
-/// plan
-/// (`compile::specialize_generic`) runs them on the reference kernels, several times slower.
+/// Softmax, LogSoftmax, LayerNormalization, RMSNormalization and InstanceNormalization whose
+/// shapes are known only at run time, on loops of kiln's own (vectorized, rows split over the
+/// op's threads): oneDNN's softmax and layer normalization take no run-time dimensions, so
+/// without this a shape-generic plan (`compile::specialize_generic`) runs them on the reference
+/// kernels, several times slower.
 /// - Softmax, LogSoftmax (opset 13): along the last axis, f32.
 /// - LayerNormalization: over the dims from `axis` to the end, f32, with a constant Scale and
 ///   an optional constant B of the normalized dims (leading 1s aside), in float statistics
@@ -21,6 +21,10 @@ namespace kiln::engine::cpu {
 ///   into): as LayerNormalization, without the mean and without B. oneDNN 2.6 has no RMS
 ///   normalization, so plans of known shapes run it on these loops too (a CpuOp over them,
 ///   `row_norm_op.cpp`).
+/// - InstanceNormalization: each (n, c) row of an [N, C, D1, ...] f32 tensor over its spatial
+///   axes, with constant Scale and B of C values (one multiply-add an element); oneDNN 2.6's
+///   batch normalization computes such statistics fast only in blocked layouts, so plans of
+///   known shapes run it on these loops too (`row_norm_op.cpp`).
 /// A call the loops do not cover (an axis that is not the last for Softmax or lies outside the
 /// input's rank, a non-contiguous tensor, a Scale or B that broadcasts) runs on the reference
 /// kernel, with its semantics and errors. Results match the reference kernels' to about 1e-6
@@ -38,7 +42,8 @@ class RuntimeRows {
   /// they must outlive the op. Errors: NotSupported naming what is not handled (an input that
   /// is not f32, an axis other than the last for Softmax of a known rank, `stash_type` 11, a
   /// Mean or InvStdDev output, a Scale or B that is not a constant); InvalidArgument for an
-  /// axis outside a known rank or a missing input.
+  /// axis outside a known rank, an instance normalization of a known rank under 3, or a
+  /// missing input.
   static runtime::Result<std::unique_ptr<RuntimeRows>> create(const OpDesc& desc);
   ~RuntimeRows();
   RuntimeRows(const RuntimeRows&) = delete;

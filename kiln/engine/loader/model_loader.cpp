@@ -249,9 +249,9 @@ namespace {
 // kiln's loops or the reference kernels; 7: blocked Convs in functions with depthwise Convs,
 // large Winograd-shaped Convs blocked and direct, streaming MatMuls; 8: Muls by a constant
 // scalar fused as post-ops; 9: ConvTransposes fused with their bias and activations; 10: Convs
-// of large weights on brgemm in nhwc among blocked ones), so that entries of older plans are not
-// adopted.
-constexpr char kEngineVersion[] = "kiln-engine 10";
+// of large weights on brgemm in nhwc among blocked ones; 11: InstanceNormalization on kiln's
+// rows), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 11";
 
 struct StaticFunction {
   std::string name;

@@ -1,7 +1,7 @@
-// RuntimeRows (Softmax, LogSoftmax, LayerNormalization and RMSNormalization of run-time shapes,
-// for shape-generic plans) against the reference kernels on seeded random data: one op over many
-// shapes and thread counts, rows of whole vectors and remainders, special values, the calls it
-// leaves to the reference kernel, and its errors.
+// RuntimeRows (Softmax, LogSoftmax, LayerNormalization, RMSNormalization and
+// InstanceNormalization of run-time shapes, for shape-generic plans) against the reference kernels
+// on seeded random data: one op over many shapes and thread counts, rows of whole vectors and
+// remainders, special values, the calls it leaves to the reference kernel, and its errors.
 
 #include <kiln/engine/cpu/runtime_rows.h>
 #include <kiln/engine/cpu/test/op_case.h>
@@ -178,6 +178,77 @@ TEST(RuntimeRows, RmsNormMatchesTheReferenceOverShapesAxesAndThreads) {
       expect_near(c.run(**op), expected);
     }
   }
+}
+
+OwnedTensor reference_instance(const Tensor& x, const Tensor& scale, const Tensor& bias,
+                               double epsilon) {
+  OwnedTensor out = zeros(std::vector<int64_t>(x.sizes().begin(), x.sizes().end()));
+  runtime::Status status = kernels::instance_norm(x, scale, bias, epsilon, out.tensor());
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// Each (n, c) row over the spatial axes, the scale and B of its channel (row r is channel
+// r % C: batches of more than one tell a wrong index), on the rows of run-time shapes and as
+// the CpuOp of known shapes, against the reference kernel.
+TEST(RuntimeRows, InstanceNormMatchesTheReferenceOverShapesAndThreads) {
+  const std::vector<std::vector<int64_t>> shapes = {{1, 4, 8, 8},    {3, 5, 7},       {2, 3, 17, 5},
+                                                    {1, 64, 40, 40}, {2, 2, 3, 2, 4}, {1, 3, 1},
+                                                    {0, 3, 4}};
+  uint32_t seed = 700;
+  for (int threads : {1, 2}) {
+    for (const std::vector<int64_t>& shape : shapes) {
+      SCOPED_TRACE(runtime::shape_to_string(shape) + ", " + std::to_string(threads) + " thread(s)");
+      OwnedTensor x = random_tensor(shape, seed++, -3.0, 5.0);
+      OwnedTensor scale = random_tensor({shape[1]}, seed++, -2.0, 2.0);
+      OwnedTensor bias = random_tensor({shape[1]}, seed++, -1.0, 1.0);
+      const OwnedTensor expected =
+          reference_instance(x.tensor(), scale.tensor(), bias.tensor(), 1e-3);
+      const std::vector<ir::Attribute> attributes = {float_attr("epsilon", 1e-3)};
+      auto rows = RuntimeRows::create(desc_of("InstanceNormalization", 0, attributes, threads,
+                                              {&scale.tensor(), &bias.tensor()}));
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_THAT((*rows)->describe(), HasSubstr("instance normalization"));
+      expect_near(run(**rows, x.tensor()), expected);
+
+      Case c("InstanceNormalization", attributes);
+      c.desc.num_threads = threads;
+      c.add(std::move(x), false);
+      c.add(std::move(scale), true);
+      c.add(std::move(bias), true);
+      auto op = c.create();
+      ASSERT_TRUE(op.ok()) << op.status();
+      EXPECT_EQ((*op)->provider(), "kiln");
+      EXPECT_THAT((*op)->describe(), HasSubstr("instance normalization"));
+      expect_near(c.run(**op), expected);
+    }
+  }
+}
+
+// Parameters that are not one value per channel go to the reference kernel, which names them;
+// a known rank under 3 and a missing B are rejected at creation.
+TEST(RuntimeRows, InstanceNormLeavesWhatItDoesNotCoverToTheReference) {
+  OwnedTensor scale = random_tensor({4}, 1), bias = random_tensor({4}, 2);
+  auto rows = RuntimeRows::create(
+      desc_of("InstanceNormalization", 0, {}, 1, {&scale.tensor(), &bias.tensor()}));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  OwnedTensor five = random_tensor({1, 5, 6}, 3);
+  OwnedTensor out = zeros({1, 5, 6});
+  runtime::Status channels = (*rows)->run(five.tensor(), out.tensor());
+  EXPECT_EQ(channels.code(), Error::InvalidArgument);
+  OwnedTensor flat = random_tensor({2, 4}, 4);
+  OwnedTensor flat_out = zeros({2, 4});
+  EXPECT_EQ((*rows)->run(flat.tensor(), flat_out.tensor()).code(), Error::InvalidArgument);
+
+  auto rank2 = RuntimeRows::create(
+      desc_of("InstanceNormalization", 2, {}, 1, {&scale.tensor(), &bias.tensor()}));
+  EXPECT_EQ(rank2.status().code(), Error::InvalidArgument);
+  EXPECT_THAT(rank2.status().message(), HasSubstr("rank 2 (expected >= 3"));
+  OpDesc no_bias = desc_of("InstanceNormalization", 4, {}, 1, {&scale.tensor(), &bias.tensor()});
+  no_bias.inputs_present = {true, true, false};
+  auto missing = RuntimeRows::create(no_bias);
+  EXPECT_EQ(missing.status().code(), Error::InvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("input 2 is absent"));
 }
 
 TEST(RuntimeRows, SpecialValuesFollowTheReference) {
