@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // Patterns the importer rewrites: models whose graphs spell out layer normalization (GPT prefill
-// at opset 14) or RMS normalization (GPT prefill with Llama's RMSNorm) or keep each
-// BatchNormalization after its Conv (ResNet-18 exported with them preserved), run by kiln as
+// at opset 14), RMS normalization (GPT prefill with Llama's RMSNorm) or instance normalization
+// (a style-transfer network) or keep each BatchNormalization after its Conv (ResNet-18 exported
+// with them preserved), run by kiln as
 // exported (the rewrites on, the default), by kiln with the graph as written (`kiln export
 // --no-pattern-rewrites`) and by ONNX Runtime, in the same run.
 //
 //   node bench/pattern_bench.mjs --models DIR [--kiln PATH] [--threads N] [--rounds N]
 //
-// Makes DIR/resnet18_bn.onnx, DIR/gpt_prefill_opset14.onnx and DIR/gpt_prefill_rmsnorm.onnx
-// with bench/models/make_pattern_models.py when any is missing, exports each both ways, writes a
+// Makes DIR/resnet18_bn.onnx, DIR/gpt_prefill_opset14.onnx, DIR/gpt_prefill_rmsnorm.onnx and
+// DIR/style_instancenorm.onnx with bench/models/make_pattern_models.py when any is missing, exports each both ways, writes a
 // seeded input (an image; 128 token ids) and runs each setup in a fresh process per round
 // (`kiln bench`, bench_ort.mjs; the order alternates between rounds). Prints a Markdown table of
 // the median latencies over the rounds and their ratios.
@@ -29,6 +30,8 @@ const MODELS = [
     input: 'input_ids', type: 'int64', shape: [1, 128], runs: 100 },
   { name: 'gpt_prefill_rmsnorm', label: 'GPT prefill (seq 128), Llama\'s RMSNorm',
     input: 'input_ids', type: 'int64', shape: [1, 128], runs: 100 },
+  { name: 'style_instancenorm', label: 'Style transfer (128x128), instance norm written out',
+    input: 'image', type: 'float32', shape: [1, 3, 128, 128], runs: 30 },
 ];
 
 function fail(message) {

@@ -3,8 +3,8 @@
 
     /usr/bin/python3 bench/models/make_pattern_models.py OUT_DIR
 
-Two models of the bench's set, exported the way other exporters leave them, so that the
-graph holds the patterns kiln's importer rewrites:
+Models of the bench's set, and a style-transfer network, exported the way other exporters
+leave them, so that the graph holds the patterns kiln's importer rewrites:
 
   resnet18_bn          torchvision ResNet-18 (the bench's weights) with each BatchNormalization
                        kept after its Conv (PyTorch folds them in eval mode unless asked to
@@ -16,6 +16,10 @@ graph holds the patterns kiln's importer rewrites:
                        LayerNorm (x * rsqrt(mean(x^2) + eps) * weight, as Hugging Face writes
                        it), which ONNX has no op for before opset 23: Pow, ReduceMean, Add,
                        Sqrt, Reciprocal, Mul, Mul
+  style_instancenorm   a fast-neural-style network (Johnson et al.'s shape, two residual blocks,
+                       128x128 images) whose instance normalizations are written out as
+                       TensorFlow's converters leave them: ReduceMean over H and W, Sub, Mul,
+                       ReduceMean, Add, Sqrt, Div, then Mul and Add by per-channel constants
 """
 
 import os
@@ -41,6 +45,48 @@ class RMSNorm(torch.nn.Module):
     def forward(self, x):
         variance = x.pow(2).mean(-1, keepdim=True)
         return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+class SpelledInstanceNorm(torch.nn.Module):
+    """Instance normalization written out, with a per-channel scale and shift."""
+
+    def __init__(self, c, generator, eps=1e-5):
+        super().__init__()
+        self.weight = torch.nn.Parameter(1.0 + 0.1 * torch.randn(c, 1, 1, generator=generator))
+        self.bias = torch.nn.Parameter(0.1 * torch.randn(c, 1, 1, generator=generator))
+        self.eps = eps
+
+    def forward(self, x):
+        d = x - x.mean((2, 3), keepdim=True)
+        var = (d * d).mean((2, 3), keepdim=True)
+        return d / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class StyleNet(torch.nn.Module):
+    """Fast neural style's shape: Conv-norm-ReLU down, residual blocks, upsampling, Conv out."""
+
+    def __init__(self, generator):
+        super().__init__()
+
+        def block(cin, cout, k, stride=1, relu=True):
+            layers = [torch.nn.Conv2d(cin, cout, k, stride, k // 2),
+                      SpelledInstanceNorm(cout, generator)]
+            return torch.nn.Sequential(*layers, *([torch.nn.ReLU()] if relu else []))
+
+        self.down = torch.nn.Sequential(block(3, 32, 9), block(32, 64, 3, 2), block(64, 128, 3, 2))
+        self.res = torch.nn.ModuleList(
+            torch.nn.Sequential(block(128, 128, 3), block(128, 128, 3, relu=False)) for _ in range(2))
+        self.up1 = block(128, 64, 3)
+        self.up2 = block(64, 32, 3)
+        self.out = torch.nn.Conv2d(32, 3, 9, 1, 4)
+
+    def forward(self, x):
+        x = self.down(x)
+        for r in self.res:
+            x = x + r(x)
+        x = self.up1(torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest"))
+        x = self.up2(torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest"))
+        return self.out(x)
 
 
 def with_rms_norms(gpt, generator):
@@ -97,6 +143,10 @@ def main():
     rms_gpt = with_rms_norms(make_gpt("gpt"), torch.Generator().manual_seed(SEED + 2))
     export(GPTPrefill(rms_gpt), (ids,), os.path.join(out_dir, "gpt_prefill_rmsnorm.onnx"), 17,
            ["input_ids"], outputs, axes)
+
+    style = StyleNet(torch.Generator().manual_seed(SEED + 3))
+    export(style, (torch.randn(1, 3, 128, 128),), os.path.join(out_dir, "style_instancenorm.onnx"),
+           17, ["image"], ["styled"])
 
 
 if __name__ == "__main__":

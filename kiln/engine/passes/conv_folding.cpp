@@ -20,29 +20,6 @@ struct Affine {
   std::vector<double> d;
 };
 
-// The per-channel values of the f32 constant `value` for an output of rank `rank` and `m`
-// channels, when it broadcasts along the channel axis (1) only.
-std::optional<std::vector<double>> per_channel(const RewriteContext& c, int value, size_t rank,
-                                               int64_t m) {
-  const ir::Weight* w = c.constant(value, ScalarType::Float32);
-  if (w == nullptr || w->sizes.size() > rank) return std::nullopt;
-  const size_t pad = rank - w->sizes.size();
-  int64_t channels = 1;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t size = d < pad ? 1 : w->sizes[d - pad];
-    if (d == 1 && (size == m || size == 1)) {
-      channels = size;
-    } else if (size != 1) {
-      return std::nullopt;
-    }
-  }
-  const std::vector<float> v = f32_values(*w);
-  if (v.size() != static_cast<size_t>(channels)) return std::nullopt;
-  std::vector<double> out(static_cast<size_t>(m));
-  for (size_t o = 0; o < out.size(); ++o) out[o] = v[channels == 1 ? 0 : o];
-  return out;
-}
-
 bool all_finite(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
@@ -89,7 +66,7 @@ bool fold_binary(const RewriteContext& c, const ir::Node& node, int current, siz
   const bool first = node.inputs[0] == current;
   const bool commutes = node.op == "Mul" || node.op == "Add";
   if (!first && !commutes) return false;  // constant - y, constant / y: not affine in y's form
-  auto t = per_channel(c, node.inputs[first ? 1 : 0], rank, m);
+  auto t = c.per_channel(node.inputs[first ? 1 : 0], rank, m);
   if (!t) return false;
   Affine next = f;
   for (size_t o = 0; o < f.a.size(); ++o) {

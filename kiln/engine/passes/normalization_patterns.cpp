@@ -99,6 +99,45 @@ int add_ones(RewriteContext& c, std::string name, const std::vector<int64_t>& si
                         reader);
 }
 
+// The tail of an instance normalization: `current` normalized over the spatial axes of x
+// ([N, channels, spatial...], rank `rank`), then a Mul by and an Add of constants of one value
+// per channel (one of them at least). Replaces `absorbed` and those steps by
+// InstanceNormalization(x, scale, B); false (nothing changed) when no such step follows.
+bool rewrite_instance_tail(RewriteContext& c, int x, int64_t channels, size_t rank, float eps,
+                           int current, std::vector<size_t> absorbed) {
+  std::vector<double> scale(static_cast<size_t>(channels), 1.0);
+  std::vector<double> bias(static_cast<size_t>(channels), 0.0);
+  bool stepped = false;
+  for (const char* op : {"Mul", "Add"}) {
+    size_t i = 0;
+    const ir::Node* next = c.sole_consumer(current, i);
+    if (next == nullptr || !is_plain(*next, op, 2) || !RewriteContext::reads(*next, current)) {
+      continue;
+    }
+    auto values = c.per_channel(RewriteContext::other_input(*next, current), rank, channels);
+    if (!values) continue;
+    (op[0] == 'M' ? scale : bias) = std::move(*values);
+    absorbed.push_back(i);
+    current = next->outputs[0];
+    stepped = true;
+  }
+  if (!stepped) return false;
+  const size_t last = *std::max_element(absorbed.begin(), absorbed.end());
+  auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const std::string name = c.value(x).name;
+  const int s =
+      c.add_constant(f32_weight(name + ":instance_norm_scale", {channels}, floats(scale)), last);
+  const int b =
+      c.add_constant(f32_weight(name + ":instance_norm_bias", {channels}, floats(bias)), last);
+  ir::Node norm;
+  norm.op = "InstanceNormalization";
+  norm.inputs = {x, s, b};
+  norm.outputs = {current};
+  norm.attributes.push_back(ir::Attribute{"epsilon", static_cast<double>(eps)});
+  c.replace(absorbed, std::move(norm));
+  return true;
+}
+
 }  // namespace
 
 bool rewrite_layer_norm(RewriteContext& c, size_t n) {
@@ -162,6 +201,13 @@ bool rewrite_layer_norm(RewriteContext& c, size_t n) {
   if (i != divide_i) return false;
   absorbed.push_back(i);
   int current = divide->outputs[0];
+  // Over the spatial axes of [N, C, ...] with per-channel steps after: an instance
+  // normalization (the layer normalization takes a scale of the normalized shape only).
+  const size_t rank = x_type.shape.size();
+  if (rank >= 3 && *k == rank - 2 && x_type.shape[1].is_static() &&
+      rewrite_instance_tail(c, x, x_type.shape[1].value(), rank, *eps, current, absorbed)) {
+    return true;
+  }
   const std::optional<std::vector<int64_t>> normalized = trailing_sizes(x_type, *k);
   int scale = absorb_constant_step(c, "Mul", normalized, current, absorbed);
   const int bias = absorb_constant_step(c, "Add", normalized, current, absorbed);

@@ -15,6 +15,9 @@ namespace kiln::engine::passes {
 /// → one `LayerNormalization(x, scale, bias)` with `axis` the first normalized axis and
 /// `epsilon` eps (a scale of ones when the pattern has none). x f32 of known rank; eps a
 /// constant f32 scalar, finite and >= 0; every intermediate value read by the pattern only.
+/// Normalized over the spatial axes 2.. of x [N, C, ...] (C static) and followed by a Mul by
+/// and/or an Add of constants of one value per channel ([C, 1, 1], [1, C, 1, 1], a scalar),
+/// it becomes `InstanceNormalization(x, scale [C], B [C])` instead, those steps absorbed.
 /// Returns true when rewritten.
 bool rewrite_layer_norm(RewriteContext& c, size_t n);
 

@@ -77,6 +77,27 @@ std::optional<float> RewriteContext::scalar(int value) const {
   return f;
 }
 
+std::optional<std::vector<double>> RewriteContext::per_channel(int value, size_t rank,
+                                                               int64_t channels) const {
+  const ir::Weight* w = constant(value, runtime::ScalarType::Float32);
+  if (w == nullptr || w->sizes.size() > rank) return std::nullopt;
+  const size_t pad = rank - w->sizes.size();
+  int64_t found = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t size = d < pad ? 1 : w->sizes[d - pad];
+    if (d == 1 && (size == channels || size == 1)) {
+      found = size;
+    } else if (size != 1) {
+      return std::nullopt;
+    }
+  }
+  const std::vector<float> v = f32_values(*w);
+  if (v.size() != static_cast<size_t>(found)) return std::nullopt;
+  std::vector<double> out(static_cast<size_t>(channels));
+  for (size_t o = 0; o < out.size(); ++o) out[o] = v[found == 1 ? 0 : o];
+  return out;
+}
+
 bool RewriteContext::near(float value, double expected) {
   return std::fabs(value - expected) <= 1e-6 * std::max(1.0, std::fabs(expected));
 }

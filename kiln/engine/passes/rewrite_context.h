@@ -36,6 +36,10 @@ class RewriteContext {
   std::optional<float> scalar(int value) const;
   /// The weight behind `value` when it is a constant of `dtype`; else null.
   const ir::Weight* constant(int value, runtime::ScalarType dtype) const;
+  /// The `channels` values (as double) of the f32 constant `value` read beside a tensor of rank
+  /// `rank`, when it broadcasts along axis 1 only (one value, or one per channel: [C, 1, 1],
+  /// [1, C, 1, 1], ...); else nullopt.
+  std::optional<std::vector<double>> per_channel(int value, size_t rank, int64_t channels) const;
   /// Whether `value` is within 1e-6 (relative, at least absolute) of `expected`.
   static bool near(float value, double expected);
   /// Whether `node` is `op` of `value` and a constant scalar near `expected` (on either side

@@ -1,6 +1,7 @@
 // The normalization patterns (passes/normalization_patterns.h) compiled: the rewritten model runs
-// on oneDNN's layer normalization and a Conv with its normalization folded and Relu fused, with
-// the results of the graph as written on the reference interpreter.
+// on oneDNN's layer normalization, kiln's row loops (RMS and instance normalization) and a Conv
+// with its normalization folded and Relu fused, with the results of the graph as written on the
+// reference interpreter.
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/passes/pattern_rewrites.h>
 
@@ -142,6 +143,64 @@ TEST(NormalizationPatterns, RmsNormRunsOnKilnRowsInStaticAndGenericPlans) {
           on_rows = true;
         }
         EXPECT_TRUE(on_rows);
+        std::vector<Buffer> outputs = output_buffers(*f);
+        ASSERT_TRUE(run(*f, inputs, outputs).ok());
+        expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 1e-5);
+      }
+    }
+  }
+}
+
+// x [2, 6, h, 20] → an instance normalization spelled out (ReduceMean over [2, 3], Sub, Mul,
+// ReduceMean, Add, Sqrt, Div, Mul by [6, 1, 1], Add of [1, 6, 1, 1]) → y.
+ir::Model instance_decomposed_model() {
+  ModelBuilder b(29);
+  const ir::Dim h = ir::Dim::symbol("h");
+  const std::vector<ir::Dim> full = {2, 6, h, 20}, reduced = {2, 6, 1, 1};
+  int x = b.input("x", full);
+  int eps = b.weight_of("eps", {}, {1e-4f});
+  int gamma = b.weight("gamma", {6, 1, 1}, 1.5f), beta = b.weight("beta", {1, 6, 1, 1});
+  int mean = b.value("mean", reduced), d = b.value("d", full), sq = b.value("sq", full);
+  int var = b.value("var", reduced), ve = b.value("ve", reduced), sd = b.value("sd", reduced);
+  int n = b.value("n", full), g = b.value("g", full), y = b.value("y", full);
+  const std::vector<ir::Attribute> spatial = {ints("axes", {2, 3}), int_attr("keepdims", 1)};
+  b.node("ReduceMean", {x}, {mean}, spatial);
+  b.node("Sub", {x, mean}, {d});
+  b.node("Mul", {d, d}, {sq});
+  b.node("ReduceMean", {sq}, {var}, spatial);
+  b.node("Add", {var, eps}, {ve});
+  b.node("Sqrt", {ve}, {sd});
+  b.node("Div", {d, sd}, {n});
+  b.node("Mul", {n, gamma}, {g});
+  b.node("Add", {beta, g}, {y});
+  b.output(y);
+  return b.build();
+}
+
+// The rewritten InstanceNormalization runs on kiln's row loops in static plans and in the
+// shape-generic one, on one and two threads, with the results of the graph as written.
+TEST(NormalizationPatterns, InstanceNormRunsOnKilnRowsInStaticAndGenericPlans) {
+  const ir::Model original = instance_decomposed_model();
+  ir::Model rewritten = original;
+  EXPECT_EQ(passes::rewrite_patterns(rewritten, rewritten.functions[0]), 1u);
+  ASSERT_EQ(rewritten.functions[0].nodes.size(), 1u);
+  EXPECT_EQ(rewritten.functions[0].nodes[0].op, "InstanceNormalization");
+  for (int threads : {1, 2}) {
+    CompileOptions options;
+    options.num_threads = threads;
+    auto generic = compile::specialize_generic(rewritten, "main", cpu_only(), options);
+    ASSERT_TRUE(generic.ok()) << generic.status().to_string();
+    for (int64_t h : {3, 300}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + " h " + std::to_string(h));
+      auto fixed = compile::specialize(rewritten, "main", {{2, 6, h, 20}}, cpu_only(), options);
+      ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+      std::vector<Buffer> inputs;
+      inputs.push_back(random_input(ScalarType::Float32, {2, 6, h, 20}, 70));
+      std::vector<Buffer> expected = interpret(original, {&inputs[0].tensor});
+      for (compile::CompiledFunction* f : {fixed->get(), generic->get()}) {
+        ASSERT_EQ(f->placement().size(), 1u);
+        EXPECT_EQ(f->placement()[0].device, "cpu:kiln") << f->placement()[0].detail;
+        EXPECT_THAT(f->placement()[0].detail, ::testing::HasSubstr("instance normalization"));
         std::vector<Buffer> outputs = output_buffers(*f);
         ASSERT_TRUE(run(*f, inputs, outputs).ok());
         expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 1e-5);
