@@ -11,6 +11,7 @@
 // the panels do at the memory's full rate, split by columns over the op's threads.
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/cpu/vector_math.h>
 
@@ -36,51 +37,6 @@ constexpr int64_t kMaxPanelBytes = int64_t{1} << 20;
 // post-ops.
 constexpr int64_t kStreamingRows = 4;
 constexpr double kStreamingBytes = 1 << 20;
-
-struct Epilogue {
-  const float* row_bias = nullptr;  // [M], or null
-  const float* col_bias = nullptr;  // [N], or null
-  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu, Linear; AddResidual
-                                    // for MatMul
-  size_t num_ops = 0;
-  const float* residual = nullptr;  // [M, N] (row stride ldc), for AddResidual
-};
-
-// `residual`: the residual's values at the vector's place (AddResidual only).
-[[gnu::always_inline]] inline Floats post_process(Floats v, const Epilogue& e, Floats residual) {
-  for (size_t i = 0; i < e.num_ops; ++i) {
-    const PostOp& op = e.ops[i];
-    switch (op.kind) {
-      case PostOpKind::Relu:
-        v = v < splat(0.0f) ? splat(0.0f) : v;
-        break;
-      case PostOpKind::Clip:
-        v = v < splat(op.alpha) ? splat(op.alpha) : v;
-        v = v > splat(op.beta) ? splat(op.beta) : v;
-        break;
-      case PostOpKind::Sigmoid:
-        v = sigmoid(v);
-        break;
-      case PostOpKind::Tanh:
-        v = tanh_of(v);
-        break;
-      case PostOpKind::Gelu:
-        if (op.alpha == 1.0f) {
-          v = 0.5f * v * (1.0f + tanh_of(0.7978845608f * (v + 0.044715f * v * v * v)));
-        } else {
-          v = 0.5f * v * (1.0f + erf_of(v * 0.7071067812f));
-        }
-        break;
-      case PostOpKind::AddResidual:
-        v += residual;
-        break;
-      case PostOpKind::Linear:
-        v = v * splat(op.alpha) + splat(op.beta);
-        break;
-    }
-  }
-  return v;
-}
 
 // Writes the sums of rows [m, m + rows) for the panel of columns [n0, n0 + 16): biases,
 // post-ops, and only the columns before n_count.
@@ -222,45 +178,6 @@ void gemm_panels_parallel(const float* a, int64_t lda, int64_t m_count, int64_t 
 }
 
 // `streaming`: Gelu and AddResidual too (a streaming MatMul's).
-bool supported_post_ops(const OpDesc& desc, bool streaming = false) {
-  return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [streaming](const PostOp& op) {
-    return op.kind == PostOpKind::Relu || op.kind == PostOpKind::Clip ||
-           op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh ||
-           op.kind == PostOpKind::Linear ||
-           (streaming && (op.kind == PostOpKind::Gelu || op.kind == PostOpKind::AddResidual));
-  });
-}
-
-bool all_float(const OpDesc& desc) {
-  for (size_t i = 0; i < desc.inputs.size(); ++i) {
-    bool present = desc.inputs_present.empty() || desc.inputs_present[i];
-    if (present && desc.inputs[i].dtype != runtime::ScalarType::Float32) return false;
-  }
-  return true;
-}
-
-// The bias of N values from constant input `index` of `desc` (numel N, or 1: broadcast), times
-// `scale`; empty when absent.
-Result<std::vector<float>> column_bias(const OpDesc& desc, size_t index, int64_t n, float scale) {
-  bool present =
-      index < desc.inputs.size() && (desc.inputs_present.empty() || desc.inputs_present[index]);
-  if (!present) return std::vector<float>();
-  const runtime::Tensor* c = input_constant(desc, index);
-  if (c == nullptr) return error(desc, Error::NotSupported, "bias is not constant");
-  int64_t numel = c->numel();
-  const std::vector<int64_t>& sizes = desc.inputs[index].sizes;
-  bool row_vector = numel == n && (sizes.empty() || sizes.back() == n);
-  if (!row_vector && numel != 1) {
-    return error(desc, Error::NotSupported, "bias is not one value per output column");
-  }
-  if (desc.verify_constant) {
-    KILN_RETURN_IF_ERROR(desc.verify_constant(index).with_context("create op '" + desc.op + "'"));
-  }
-  const auto* v = static_cast<const float*>(c->data());
-  std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(j)] = scale * v[numel == 1 ? 0 : j];
-  return out;
-}
 
 class SmallOp : public CpuOp {
  public:
@@ -589,6 +506,27 @@ class SmallConvOp final : public SmallOp {
 };
 
 }  // namespace
+
+Result<std::vector<float>> column_bias(const OpDesc& desc, size_t index, int64_t n, float scale) {
+  bool present =
+      index < desc.inputs.size() && (desc.inputs_present.empty() || desc.inputs_present[index]);
+  if (!present) return std::vector<float>();
+  const runtime::Tensor* c = input_constant(desc, index);
+  if (c == nullptr) return error(desc, Error::NotSupported, "bias is not constant");
+  int64_t numel = c->numel();
+  const std::vector<int64_t>& sizes = desc.inputs[index].sizes;
+  bool row_vector = numel == n && (sizes.empty() || sizes.back() == n);
+  if (!row_vector && numel != 1) {
+    return error(desc, Error::NotSupported, "bias is not one value per output column");
+  }
+  if (desc.verify_constant) {
+    KILN_RETURN_IF_ERROR(desc.verify_constant(index).with_context("create op '" + desc.op + "'"));
+  }
+  const auto* v = static_cast<const float*>(c->data());
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(j)] = scale * v[numel == 1 ? 0 : j];
+  return out;
+}
 
 Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::string& layout,
                                  size_t count, const std::function<void(float*)>& fill,

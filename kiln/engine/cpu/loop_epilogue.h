@@ -1,0 +1,85 @@
+#pragma once
+// What kiln's own Conv and MatMul loops do to their sums before storing them (biases, then the
+// fused post-ops), and the checks they share of what an op asks. Include from .cpp files only
+// (vector_math.h's pragmas).
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/vector_math.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+struct Epilogue {
+  const float* row_bias = nullptr;  // [M], or null
+  const float* col_bias = nullptr;  // [N], or null
+  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu, Linear; AddResidual
+                                    // for MatMul
+  size_t num_ops = 0;
+  const float* residual = nullptr;  // [M, N] (row stride ldc), for AddResidual
+};
+
+// `residual`: the residual's values at the vector's place (AddResidual only).
+[[gnu::always_inline]] inline vec::Floats post_process(vec::Floats v, const Epilogue& e,
+                                                       vec::Floats residual) {
+  for (size_t i = 0; i < e.num_ops; ++i) {
+    const PostOp& op = e.ops[i];
+    switch (op.kind) {
+      case PostOpKind::Relu:
+        v = v < vec::splat(0.0f) ? vec::splat(0.0f) : v;
+        break;
+      case PostOpKind::Clip:
+        v = v < vec::splat(op.alpha) ? vec::splat(op.alpha) : v;
+        v = v > vec::splat(op.beta) ? vec::splat(op.beta) : v;
+        break;
+      case PostOpKind::Sigmoid:
+        v = vec::sigmoid(v);
+        break;
+      case PostOpKind::Tanh:
+        v = vec::tanh_of(v);
+        break;
+      case PostOpKind::Gelu:
+        if (op.alpha == 1.0f) {
+          v = 0.5f * v * (1.0f + vec::tanh_of(0.7978845608f * (v + 0.044715f * v * v * v)));
+        } else {
+          v = 0.5f * v * (1.0f + vec::erf_of(v * 0.7071067812f));
+        }
+        break;
+      case PostOpKind::AddResidual:
+        v += residual;
+        break;
+      case PostOpKind::Linear:
+        v = v * vec::splat(op.alpha) + vec::splat(op.beta);
+        break;
+    }
+  }
+  return v;
+}
+
+// Whether the loops apply every post-op of `desc`: Relu, Clip, Sigmoid, Tanh, Linear, and with
+// `streaming` (a matrix-vector product) Gelu and one residual too.
+inline bool supported_post_ops(const OpDesc& desc, bool streaming = false) {
+  return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [streaming](const PostOp& op) {
+    return op.kind == PostOpKind::Relu || op.kind == PostOpKind::Clip ||
+           op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh ||
+           op.kind == PostOpKind::Linear ||
+           (streaming && (op.kind == PostOpKind::Gelu || op.kind == PostOpKind::AddResidual));
+  });
+}
+
+// Whether every input present is f32.
+inline bool all_float(const OpDesc& desc) {
+  for (size_t i = 0; i < desc.inputs.size(); ++i) {
+    bool present = desc.inputs_present.empty() || desc.inputs_present[i];
+    if (present && desc.inputs[i].dtype != runtime::ScalarType::Float32) return false;
+  }
+  return true;
+}
+
+/// The bias of N values from constant input `index` of `desc` (numel N, or 1: broadcast), times
+/// `scale`; empty when absent. Errors: NotSupported for a computed bias or one of other sizes;
+/// those of `desc.verify_constant`.
+Result<std::vector<float>> column_bias(const OpDesc& desc, size_t index, int64_t n, float scale);
+
+}  // namespace kiln::engine::cpu::dnnl_impl
