@@ -243,6 +243,9 @@ struct LstmShape {
 /// those bounds (the caller builds the oneDNN op instead).
 Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
+/// A 2-D Conv of at most 8 output channels (stride and dilation 1, one group, constant W and B)
+/// on kiln's own loops over output pixels (narrow_conv.cpp); NotSupported for any other Conv.
+Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);
 /// Where (bool condition, f32 X and Y, any broadcast) on kiln's own loops (where_op.cpp).
 Result<std::unique_ptr<CpuOp>> create_where(const OpDesc& desc);
 /// RMSNormalization (f32, constant f32 scale) and InstanceNormalization (f32, constant f32

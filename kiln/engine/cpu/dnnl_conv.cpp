@@ -122,6 +122,9 @@ std::optional<dnnl::convolution_forward::primitive_desc> blocked_pd(
 }
 
 Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
+  // Few output channels: oneDNN's kernels would fill a few of their 16 lanes.
+  auto narrow = create_narrow_conv(desc);
+  if (narrow.ok() || narrow.error() != Error::NotSupported) return narrow;
   auto op = std::make_unique<ConvOp>();
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
   int residuals = num_residuals(desc);
