@@ -27,6 +27,9 @@ using namespace vec;  // NOLINT: the vector helpers of the loops below
 constexpr int64_t kMaxChannels = 8;
 // Below this many multiply-adds the small loops take the Conv (small_ops.cpp: their bound).
 constexpr double kMinMacs = 1 << 18;
+// The padded copy of an image is the op's own memory: above this size (a 64-channel map of
+// 360 x 360) oneDNN's kernels, which need none, take the Conv.
+constexpr double kMaxPaddedBytes = 32.0 * (1 << 20);
 constexpr int kTileChannels = 4;
 constexpr int kTileVectors = 4;
 
@@ -192,6 +195,10 @@ class NarrowConvOp final : public CpuOp {
     const int64_t whole = (g.out_w + kLanes - 1) / kLanes * kLanes;
     g.padded_h = g.out_h + g.kernel_h - 1;
     g.padded_w = whole + g.kernel_w - 1;
+    if (static_cast<double>(g.channels * g.padded_h * g.padded_w) * sizeof(float) >
+        kMaxPaddedBytes) {
+      return error(desc, Error::NotSupported, "an image too large to pad a copy of");
+    }
     op->batch_ = x[0];
     op->in_h_ = x[2], op->in_w_ = x[3];
     op->pad_h_ = pad_begin[0], op->pad_w_ = pad_begin[1];
