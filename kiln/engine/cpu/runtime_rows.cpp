@@ -32,13 +32,13 @@ enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm, InstanceNorm };
 // (about 10 us of single-thread work).
 constexpr int64_t kMinElementsPerThread = 16384;
 
-float horizontal_max(Floats v) {
+[[gnu::always_inline]] inline float horizontal_max(Floats v) {
   float m = v[0];
   for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
 
-float horizontal_sum(Floats v) {
+[[gnu::always_inline]] inline float horizontal_sum(Floats v) {
   // Pairwise, as a tree: the lanes are partial sums of similar size.
   for (int width = kLanes / 2; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) v[i] += v[i + width];
@@ -92,6 +92,30 @@ KILN_VECTOR_CLONES void softmax_rows(const float* x, float* y, int64_t begin, in
   }
 }
 
+// The mean of one row of `cols` floats and the sum of its squared deviations from that mean
+// (two passes, float sums in 16 lanes).
+struct Moments {
+  float mean;
+  float squares;
+};
+[[gnu::always_inline]] inline Moments row_moments(const float* in, int64_t cols) {
+  const int64_t full = cols / kLanes * kLanes;
+  Floats vsum = vec::splat(0.0f);
+  for (int64_t j = 0; j < full; j += kLanes) vsum += vec::load(in + j);
+  float sum = horizontal_sum(vsum);
+  for (int64_t j = full; j < cols; ++j) sum += in[j];
+  const float mean = sum / static_cast<float>(cols);
+  const Floats vmean = vec::splat(mean);
+  Floats vsquares = vec::splat(0.0f);
+  for (int64_t j = 0; j < full; j += kLanes) {
+    const Floats d = vec::load(in + j) - vmean;
+    vsquares += d * d;
+  }
+  float squares = horizontal_sum(vsquares);
+  for (int64_t j = full; j < cols; ++j) squares += (in[j] - mean) * (in[j] - mean);
+  return {mean, squares};
+}
+
 // Layer normalization of rows [begin, end) of `cols` floats: (x - mean) / sqrt(var + eps) *
 // scale (+ bias), with the mean and variance of each row (two passes, float sums).
 KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
@@ -102,21 +126,9 @@ KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin,
   for (int64_t r = begin; r < end; ++r) {
     const float* in = x + r * cols;
     float* out = y + r * cols;
-    Floats vsum = vec::splat(0.0f);
-    for (int64_t j = 0; j < full; j += kLanes) vsum += vec::load(in + j);
-    float sum = horizontal_sum(vsum);
-    for (int64_t j = full; j < cols; ++j) sum += in[j];
-    const float mean = sum * inv_cols;
-    const Floats vmean = vec::splat(mean);
-    Floats vsquares = vec::splat(0.0f);
-    for (int64_t j = 0; j < full; j += kLanes) {
-      const Floats d = vec::load(in + j) - vmean;
-      vsquares += d * d;
-    }
-    float squares = horizontal_sum(vsquares);
-    for (int64_t j = full; j < cols; ++j) squares += (in[j] - mean) * (in[j] - mean);
+    const auto [mean, squares] = row_moments(in, cols);
     const float inv_std = 1.0f / std::sqrt(squares * inv_cols + epsilon);
-    const Floats vinv = vec::splat(inv_std);
+    const Floats vmean = vec::splat(mean), vinv = vec::splat(inv_std);
     for (int64_t j = 0; j < full; j += kLanes) {
       Floats v = (vec::load(in + j) - vmean) * vinv * vec::load(scale + j);
       if (bias != nullptr) v += vec::load(bias + j);
@@ -142,19 +154,7 @@ KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t beg
   for (int64_t r = begin; r < end; ++r) {
     const float* in = x + r * cols;
     float* out = y + r * cols;
-    Floats vsum = vec::splat(0.0f);
-    for (int64_t j = 0; j < full; j += kLanes) vsum += vec::load(in + j);
-    float sum = horizontal_sum(vsum);
-    for (int64_t j = full; j < cols; ++j) sum += in[j];
-    const float mean = sum * inv_cols;
-    const Floats vmean = vec::splat(mean);
-    Floats vsquares = vec::splat(0.0f);
-    for (int64_t j = 0; j < full; j += kLanes) {
-      const Floats d = vec::load(in + j) - vmean;
-      vsquares += d * d;
-    }
-    float squares = horizontal_sum(vsquares);
-    for (int64_t j = full; j < cols; ++j) squares += (in[j] - mean) * (in[j] - mean);
+    const auto [mean, squares] = row_moments(in, cols);
     const int64_t c = r % channels;
     const float a = scale[c] / std::sqrt(squares * inv_cols + epsilon);
     const float b = bias[c] - mean * a;
