@@ -250,9 +250,9 @@ namespace {
 // large Winograd-shaped Convs blocked and direct, streaming MatMuls; 8: Muls by a constant
 // scalar fused as post-ops; 9: ConvTransposes fused with their bias and activations; 10: Convs
 // of large weights on brgemm in nhwc among blocked ones; 11: InstanceNormalization on kiln's
-// rows; 12: Convs of at most 8 output channels on kiln's loops), so that entries of older
-// plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 12";
+// rows; 12: Convs of at most 8 output channels on kiln's loops; 13: small pools on kiln's
+// loops), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 13";
 
 struct StaticFunction {
   std::string name;
