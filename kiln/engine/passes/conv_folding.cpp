@@ -155,4 +155,64 @@ bool fold_conv_affine(RewriteContext& c, size_t n) {
   return true;
 }
 
+bool fold_conv_input_scale(RewriteContext& c, size_t n) {
+  ir::Graph& g = c.graph();
+  const ir::Node& scale = g.nodes[n];
+  if ((scale.op != "Mul" && scale.op != "Div") || !scale.domain.empty() ||
+      scale.inputs.size() != 2 || scale.outputs.size() != 1 || scale.outputs[0] < 0 ||
+      scale.inputs[0] < 0 || scale.inputs[1] < 0 || scale.inputs[0] == scale.inputs[1]) {
+    return false;
+  }
+  size_t conv_index = 0;
+  const ir::Node* conv = c.sole_consumer(scale.outputs[0], conv_index);
+  if (conv == nullptr || conv->op != "Conv" || conv->inputs.size() < 2 ||
+      conv->inputs[0] != scale.outputs[0] || conv->inputs[1] == scale.outputs[0] ||
+      (conv->inputs.size() > 2 && conv->inputs[2] == scale.outputs[0])) {
+    return false;
+  }
+  const ir::Weight* weight = c.constant(conv->inputs[1], ScalarType::Float32);
+  const int64_t group = int_attribute(*conv, "group").value_or(1);
+  if (weight == nullptr || weight->sizes.size() < 3 || weight->sizes[0] <= 0 ||
+      weight->sizes[1] <= 0 || group <= 0 || weight->sizes[0] % group != 0) {
+    return false;
+  }
+  const size_t rank = weight->sizes.size();
+  const int64_t per_group = weight->sizes[1], channels = per_group * group;
+  // x * t or t * x, x / t: the constant t scales input channels (not t / x).
+  int x = -1;
+  std::optional<std::vector<double>> t;
+  for (size_t side = 0; side < 2 && !t; ++side) {
+    if (scale.op == "Div" && side == 0) continue;
+    t = c.per_channel(scale.inputs[side], rank, channels);
+    if (t) x = scale.inputs[1 - side];
+  }
+  if (!t || c.constant(x, ScalarType::Float32) != nullptr) return false;
+  std::vector<double> factor(static_cast<size_t>(channels));
+  for (size_t ch = 0; ch < factor.size(); ++ch) {
+    factor[ch] = scale.op == "Mul" ? (*t)[ch] : 1.0 / (*t)[ch];
+  }
+  if (!all_finite(factor)) return false;
+
+  std::vector<float> w = f32_values(*weight);
+  const size_t plane = w.size() / static_cast<size_t>(weight->sizes[0] * per_group);
+  const auto out_per_group = static_cast<size_t>(weight->sizes[0] / group);
+  for (size_t e = 0; e < w.size(); ++e) {
+    // W[m][j] reads input channel (m / (M / group)) * (C / group) + j.
+    const size_t m = e / plane / static_cast<size_t>(per_group);
+    const size_t j = e / plane % static_cast<size_t>(per_group);
+    const size_t channel = m / out_per_group * static_cast<size_t>(per_group) + j;
+    w[e] = static_cast<float>(w[e] * factor[channel]);
+  }
+  const std::string name = c.value(conv->inputs[1]).name;
+  const std::vector<int64_t> w_sizes = weight->sizes;
+  const int old_w = conv->inputs[1];
+  const int scaled_w = c.add_constant(f32_weight(name + ":input_scaled", w_sizes, w), conv_index);
+  g.nodes[conv_index].inputs[1] = scaled_w;  // (add_constant counted its read)
+  c.drop_read(old_w);
+  for (int input : g.nodes[n].inputs) c.drop_read(input);
+  c.remove(n);
+  c.replace_input(conv_index, 0, x);
+  return true;
+}
+
 }  // namespace kiln::engine::passes

@@ -21,4 +21,14 @@ namespace kiln::engine::passes {
 /// stops at the first node that is none of these. Returns true when a step was folded.
 bool fold_conv_affine(RewriteContext& c, size_t n);
 
+/// A `Mul` (node `n`) of a value x by, or a `Div` of x by, a constant that broadcasts along the
+/// channel axis only (one value, or one per input channel), read by a `Conv` alone as its X:
+/// the scale is folded into W, computed in double, and the Conv reads x:
+///   Conv(x * s, W)  →  Conv(x, W') with W'[m][j] = W[m][j] * s[(m / (M / group)) * (C / group) + j]
+/// Exact but for rounding whatever the padding, since the zeros a Conv pads with scale to zeros
+/// (an Add would not: it is left as written). An input normalization (x / 255) before a first
+/// Conv is the common case. W and the constant must be f32, each factor finite. Returns true
+/// when it folded.
+bool fold_conv_input_scale(RewriteContext& c, size_t n);
+
 }  // namespace kiln::engine::passes

@@ -23,8 +23,9 @@ class Rewriter {
     size_t rewrites = 0;
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (c_.removed(n)) continue;
-      if (gelu(n) || reciprocal(n) || square(n) || rewrite_layer_norm(c_, n) ||
-          rewrite_rms_norm(c_, n) || fold_conv_affine(c_, n)) {
+      // (A scale of a Conv's input first: a Div by a scalar would become a Mul, passed over.)
+      if (fold_conv_input_scale(c_, n) || gelu(n) || reciprocal(n) || square(n) ||
+          rewrite_layer_norm(c_, n) || rewrite_rms_norm(c_, n) || fold_conv_affine(c_, n)) {
         ++rewrites;
       }
     }

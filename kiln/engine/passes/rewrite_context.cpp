@@ -133,6 +133,15 @@ int RewriteContext::add_constant(ir::Weight weight, size_t reader) {
   return index;
 }
 
+void RewriteContext::replace_input(size_t reader, size_t input, int value) {
+  ir::Node& node = graph_.nodes[reader];
+  drop_read(node.inputs[input]);
+  node.inputs[input] = value;
+  if (value < 0) return;
+  ++uses_[static_cast<size_t>(value)];
+  consumer_[static_cast<size_t>(value)] = static_cast<int>(reader);
+}
+
 void RewriteContext::replace(const std::vector<size_t>& absorbed, ir::Node node) {
   size_t last = *std::max_element(absorbed.begin(), absorbed.end());
   node.name = graph_.nodes[last].name;

@@ -56,6 +56,12 @@ class RewriteContext {
   /// input the pattern read exists by then).
   void replace(const std::vector<size_t>& absorbed, ir::Node node);
   void remove(size_t node) { removed_[node] = true; }
+  /// One read of `value` is gone (a node no longer reads it there).
+  void drop_read(int value) {
+    if (value >= 0) --uses_[static_cast<size_t>(value)];
+  }
+  /// Top-level node `reader` reads `value` as input `input`, in place of what it read there.
+  void replace_input(size_t reader, size_t input, int value);
   bool removed(size_t node) const { return removed_[node]; }
   /// Drops the removed nodes from the graph; the context is spent afterwards.
   void compact();
