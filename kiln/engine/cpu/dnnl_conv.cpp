@@ -125,6 +125,11 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   // Few output channels: oneDNN's kernels would fill a few of their 16 lanes.
   auto narrow = create_narrow_conv(desc);
   if (narrow.ok() || narrow.error() != Error::NotSupported) return narrow;
+  // A 1x1 Conv among blocked ones: kiln's loops run it as fast and generate no code at load.
+  if (desc.small_ops_own_loops) {
+    auto pointwise = create_pointwise_conv(desc);
+    if (pointwise.ok() || pointwise.error() != Error::NotSupported) return pointwise;
+  }
   auto op = std::make_unique<ConvOp>();
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
   int residuals = num_residuals(desc);

@@ -1,0 +1,117 @@
+// 1x1 Convs among blocked Convs: kiln's loops (pointwise_conv.cpp) against oneDNN's kernel,
+// nChw16c in and out natively as inside a model, on the pointwise layers of MobileNet-V2 and
+// SqueezeNet (batch 1, f32): run time (GFLOP/s) at the threads given, and the time to create
+// each op (oneDNN generates its kernel's code then; with its primitive cache cleared before
+// each creation). Run by hand, e.g.
+//   kiln_pointwise_bench --benchmark_min_time=0.2
+
+#include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/dnnl_common.h>
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::engine::cpu::ActivationLayout;
+using kiln::engine::cpu::CpuOp;
+using kiln::engine::cpu::OpDesc;
+using kiln::engine::cpu::PostOp;
+using kiln::engine::cpu::PostOpKind;
+using kiln::engine::cpu::TensorDesc;
+using kiln::runtime::ScalarType;
+using kiln::runtime::Tensor;
+
+struct Layer {
+  const char* name;
+  int64_t c, o, hw;
+};
+
+const Layer kLayers[] = {
+    {"mobilenet 24->144 56x56", 24, 144, 56},      {"mobilenet 144->24 56x56", 144, 24, 56},
+    {"mobilenet 32->192 28x28", 32, 192, 28},      {"mobilenet 384->64 14x14", 384, 64, 14},
+    {"mobilenet 576->96 14x14", 576, 96, 14},      {"mobilenet 960->160 7x7", 960, 160, 7},
+    {"mobilenet 320->1280 7x7", 320, 1280, 7},     {"squeezenet 64->16 55x55", 64, 16, 55},
+    {"squeezenet 16->64 55x55", 16, 64, 55},       {"squeezenet 256->48 13x13", 256, 48, 13},
+    {"squeezenet 512->1000 13x13", 512, 1000, 13},
+};
+
+void BM_Pointwise(benchmark::State& state) {
+  const Layer& l = kLayers[state.range(0)];
+  const bool loops = state.range(1) == 1;
+  const int threads = static_cast<int>(state.range(2));
+  std::mt19937 generator(1);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(l.o * l.c)), b(static_cast<size_t>(l.o));
+  for (float& v : w) v = d(generator);
+  for (float& v : b) v = d(generator);
+  Tensor wt(ScalarType::Float32, {l.o, l.c, 1, 1}, w.data());
+  Tensor bt(ScalarType::Float32, {l.o}, b.data());
+  OpDesc desc;
+  desc.op = "Conv";
+  desc.inputs = {TensorDesc{ScalarType::Float32, {1, l.c, l.hw, l.hw}},
+                 TensorDesc{ScalarType::Float32, {l.o, l.c, 1, 1}},
+                 TensorDesc{ScalarType::Float32, {l.o}}};
+  desc.constants = {nullptr, &wt, &bt};
+  desc.post_ops = {PostOp{PostOpKind::Clip, 0.0f, 6.0f}};
+  desc.num_threads = threads;
+  desc.activation_layout = ActivationLayout::Blocked;
+  if (state.range(3) == 0) dnnl::set_primitive_cache_capacity(0);
+  const auto start = std::chrono::steady_clock::now();
+  auto op = loops ? kiln::engine::cpu::dnnl_impl::create_pointwise_conv(desc) : CpuOp::create(desc);
+  const double create_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (state.range(3) == 0) dnnl::set_primitive_cache_capacity(1024);
+  if (!op.ok()) {
+    state.SkipWithError(op.status().message().c_str());
+    return;
+  }
+  const auto in_layout = (*op)->native_input_layout(0);
+  const auto out_layout = (*op)->native_output_layout(0);
+  if (!in_layout || !out_layout || !(*op)->use_native_input(0).ok() ||
+      !(*op)->use_native_output(0).ok() || !(*op)->finish().ok()) {
+    state.SkipWithError("no native layout");
+    return;
+  }
+  std::vector<float> x(in_layout->bytes / sizeof(float)), y(out_layout->bytes / sizeof(float));
+  for (float& v : x) v = d(generator);
+  Tensor xt(ScalarType::Float32, {1, l.c, l.hw, l.hw}, x.data(),
+            kiln::runtime::ShapeDynamism::Static, in_layout->bytes);
+  Tensor yt(ScalarType::Float32, {1, l.o, l.hw, l.hw}, y.data(),
+            kiln::runtime::ShapeDynamism::Static, out_layout->bytes);
+  const Tensor* inputs[] = {&xt, nullptr, nullptr};
+  Tensor* out = &yt;
+  for (auto _ : state) {
+    if (!(*op)
+             ->run(kiln::runtime::Span<const Tensor*>(inputs, 3),
+                   kiln::runtime::Span<Tensor*>(&out, 1))
+             .ok()) {
+      state.SkipWithError("run failed");
+      return;
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * static_cast<double>(l.c * l.o * l.hw * l.hw);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["create_ms"] = create_ms;
+  state.SetLabel(std::string(l.name) + ": " + (*op)->describe().substr(0, 40));
+}
+
+void layers(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) {
+    for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
+      b->Args({i, 0, threads, 1});
+      b->Args({i, 1, threads, 1});
+    }
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Pointwise)->Apply(layers)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_MAIN();

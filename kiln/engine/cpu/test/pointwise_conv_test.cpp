@@ -1,0 +1,283 @@
+// 1x1 Convs among blocked Convs on kiln's loops (pointwise_conv.cpp) against the reference
+// kernel on seeded random data: channel counts around the blocks of 16 and the pairs of blocks,
+// pixel counts around the tiles of 12, batches, biases, post-ops with a residual before or
+// after an activation, threads; nChw16c in, out and residual, each native or plain; and the
+// Convs they leave to oneDNN.
+
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/kernels/kernels.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
+using runtime::ScalarType;
+using runtime::Tensor;
+
+constexpr const char* kPointwise = "kiln pointwise Conv";
+
+dnnl::memory::desc blocked_md(const std::vector<int64_t>& sizes) {
+  return dnnl::memory::desc(dnnl_impl::to_dims(sizes), dnnl::memory::data_type::f32,
+                            dnnl::memory::format_tag::aBcd16b);
+}
+
+int64_t blocked_index(const std::vector<int64_t>& s, int64_t n, int64_t c, int64_t p) {
+  const int64_t blocks = (s[1] + 15) / 16;
+  return ((n * blocks + c / 16) * s[2] * s[3] + p) * 16 + c % 16;
+}
+
+// `plain`'s values in nChw16c, the padding lanes `pad`.
+std::vector<float> to_blocked(const Tensor& plain, float pad) {
+  const std::vector<int64_t> s(plain.sizes().begin(), plain.sizes().end());
+  std::vector<float> out(blocked_md(s).get_size() / sizeof(float), pad);
+  const float* v = plain.data_ptr<float>();
+  const int64_t pixels = s[2] * s[3];
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t c = 0; c < s[1]; ++c) {
+      for (int64_t p = 0; p < pixels; ++p) {
+        out[blocked_index(s, n, c, p)] = v[(n * s[1] + c) * pixels + p];
+      }
+    }
+  }
+  return out;
+}
+
+OwnedTensor from_blocked(const std::vector<float>& data, const std::vector<int64_t>& s) {
+  OwnedTensor out = zeros(s);
+  float* v = out.tensor().mutable_data_ptr<float>();
+  const int64_t pixels = s[2] * s[3];
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t c = 0; c < s[1]; ++c) {
+      for (int64_t p = 0; p < pixels; ++p) {
+        v[(n * s[1] + c) * pixels + p] = data[blocked_index(s, n, c, p)];
+      }
+    }
+  }
+  return out;
+}
+
+// The loops' op for `c` (its constants bound as `Case::create` binds them), not through
+// CpuOp::create, which gives Convs of little work to the small loops.
+runtime::Result<std::unique_ptr<CpuOp>> create_loops(Case& c) {
+  c.desc.constants.clear();
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    c.desc.constants.push_back(c.constant_flags[i] && c.inputs[i] ? &c.inputs[i]->tensor()
+                                                                  : nullptr);
+  }
+  return dnnl_impl::create_pointwise_conv(c.desc);
+}
+
+struct Shape {
+  int64_t batch, channels, out_channels, height, width;
+};
+
+// A 1x1 Conv case: X, W, optionally B, optionally a residual (for AddResidual post-ops);
+// `expected` from the reference convolution and post-ops.
+struct PointwiseCase {
+  Case c{"Conv", {}};
+  OwnedTensor expected = zeros({0});
+  std::vector<int64_t> out;
+  bool residual = false;
+
+  PointwiseCase(const Shape& s, bool bias, const std::vector<PostOp>& post_ops, int threads,
+                uint32_t& seed) {
+    c.desc.small_ops_own_loops = true;
+    c.desc.activation_layout = ActivationLayout::Blocked;
+    c.desc.num_threads = threads;
+    c.add(random_tensor({s.batch, s.channels, s.height, s.width}, seed++), false);
+    c.add(random_tensor({s.out_channels, s.channels, 1, 1}, seed++, -0.3, 0.3), true);
+    if (bias) c.add(random_tensor({s.out_channels}, seed++), true);
+    out = {s.batch, s.out_channels, s.height, s.width};
+    expected = zeros(out);
+    EXPECT_TRUE(kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, kernels::ConvOptions{},
+                              expected.tensor())
+                    .ok());
+    std::vector<const Tensor*> residuals;
+    for (const PostOp& p : post_ops) {
+      if (p.kind != PostOpKind::AddResidual) continue;
+      c.add(random_tensor(out, seed++), false);
+      residuals.push_back(&c.inputs.back()->tensor());
+      residual = true;
+    }
+    apply_post_ops(post_ops, residuals, expected);
+    c.desc.post_ops = post_ops;
+  }
+};
+
+TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
+  const std::vector<Shape> shapes = {
+      {1, 16, 16, 1, 1},    // one block each way, one pixel
+      {1, 24, 48, 5, 7},    // a padded input block, three output blocks (a pair and one)
+      {2, 40, 50, 13, 13},  // a batch, partial blocks both ways, 14 tiles and a tail
+      {1, 64, 32, 12, 1},   // one whole tile
+      {1, 96, 200, 3, 9},   // many pairs of blocks: chunks of weights
+  };
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Clip, 0.0f, 6.0f}},
+      {{PostOpKind::Tanh}},
+      {{PostOpKind::Sigmoid}},
+      {{PostOpKind::Linear, 0.5f, -0.25f}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}},
+      {{PostOpKind::Relu}, {PostOpKind::AddResidual}},
+  };
+  uint32_t seed = 5100;
+  for (int threads : {1, 2}) {
+    for (const Shape& s : shapes) {
+      for (bool bias : {true, false}) {
+        for (const auto& post_ops : post_op_sets) {
+          SCOPED_TRACE("N" + std::to_string(s.batch) + " " + std::to_string(s.channels) + "->" +
+                       std::to_string(s.out_channels) + " " + std::to_string(s.height) + "x" +
+                       std::to_string(s.width) + (bias ? " bias" : "") + post_ops_name(post_ops) +
+                       ", " + std::to_string(threads) + " thread(s)");
+          PointwiseCase p(s, bias, post_ops, threads, seed);
+          auto op = create_loops(p.c);
+          ASSERT_TRUE(op.ok()) << op.status();
+          expect_near(p.c.run(**op), p.expected);
+        }
+      }
+    }
+  }
+}
+
+// In a function of blocked Convs its neighbours hand it nChw16c: each of the input, the
+// output and the residual given natively or plain.
+TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
+  const Shape s{2, 40, 24, 5, 6};
+  uint32_t seed = 5300;
+  for (int native = 0; native < 8; ++native) {
+    const bool native_in = (native & 1) != 0, native_out = (native & 2) != 0,
+               native_residual = (native & 4) != 0;
+    SCOPED_TRACE(std::string(native_in ? "native in " : "plain in ") +
+                 (native_out ? "native out " : "plain out ") +
+                 (native_residual ? "native residual" : "plain residual"));
+    // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
+    PointwiseCase p(s, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1, seed);
+    auto op_or = create_loops(p.c);
+    ASSERT_TRUE(op_or.ok()) << op_or.status();
+    CpuOp& op = **op_or;
+    const std::vector<int64_t> x_sizes = p.c.desc.inputs[0].sizes;
+    ASSERT_TRUE(op.native_input_layout(0).has_value());
+    EXPECT_EQ(op.native_input_layout(0)->id, dnnl_impl::layout_bytes(blocked_md(x_sizes)));
+    ASSERT_TRUE(op.native_output_layout(0).has_value());
+    EXPECT_EQ(op.native_output_layout(0)->id, dnnl_impl::layout_bytes(blocked_md(p.out)));
+    ASSERT_TRUE(op.native_input_layout(3).has_value());  // the residual
+    EXPECT_EQ(op.native_input_layout(3)->id, dnnl_impl::layout_bytes(blocked_md(p.out)));
+    EXPECT_FALSE(op.native_input_layout(1).has_value());
+    if (native_in) {
+      ASSERT_TRUE(op.use_native_input(0).ok());
+    }
+    if (native_out) {
+      ASSERT_TRUE(op.use_native_output(0).ok());
+    }
+    if (native_residual) {
+      ASSERT_TRUE(op.use_native_input(3).ok());
+    }
+    ASSERT_TRUE(op.finish().ok());
+    // Blocked inputs' padding lanes are zero, as oneDNN's results leave them.
+    std::vector<float> x_data = to_blocked(p.c.at(0), 0.0f);
+    std::vector<float> r_data = to_blocked(p.c.at(3), 0.0f);
+    Tensor x_native(ScalarType::Float32, x_sizes, x_data.data(), runtime::ShapeDynamism::Static,
+                    x_data.size() * sizeof(float));
+    Tensor r_native(ScalarType::Float32, p.out, r_data.data(), runtime::ShapeDynamism::Static,
+                    r_data.size() * sizeof(float));
+    std::vector<float> y_data(blocked_md(p.out).get_size() / sizeof(float), std::nanf(""));
+    Tensor y_native(ScalarType::Float32, p.out, y_data.data(), runtime::ShapeDynamism::Static,
+                    y_data.size() * sizeof(float));
+    OwnedTensor y_plain = zeros(p.out);
+    const Tensor* inputs[] = {native_in ? &x_native : &p.c.at(0), nullptr, nullptr,
+                              native_residual ? &r_native : &p.c.at(3)};
+    Tensor* out = native_out ? &y_native : &y_plain.tensor();
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_TRUE(
+          op.run(runtime::Span<const Tensor*>(inputs, 4), runtime::Span<Tensor*>(&out, 1)).ok());
+    }
+    if (!native_out) {
+      expect_near(y_plain, p.expected);
+      continue;
+    }
+    expect_near(from_blocked(y_data, p.out), p.expected);
+    // The output's padding lanes (24 channels of 32) are written zero.
+    const std::vector<float> zero_padded = to_blocked(from_blocked(y_data, p.out).tensor(), 0.0f);
+    for (size_t i = 0; i < y_data.size(); ++i) {
+      ASSERT_EQ(y_data[i], zero_padded[i]) << "padding element " << i;
+    }
+  }
+}
+
+// Through CpuOp::create: a blocked 1x1 Conv of more than little work takes the loops.
+TEST(PointwiseConv, IsChosenForBlockedOneByOneConvs) {
+  uint32_t seed = 5500;
+  PointwiseCase p({1, 64, 96, 14, 14}, true, {{PostOpKind::Clip, 0.0f, 6.0f}}, 2, seed);
+  expect_near(p.c.run(), p.expected);
+  EXPECT_NE(p.c.description.find(kPointwise), std::string::npos) << p.c.description;
+}
+
+TEST(PointwiseConv, LeavesOtherConvsToOneDnn) {
+  struct Other {
+    std::string why;
+    std::vector<int64_t> x, w;
+    std::vector<ir::Attribute> attributes;
+    ActivationLayout layout = ActivationLayout::Blocked;
+    std::vector<PostOp> post_ops;
+  };
+  const std::vector<Other> others = {
+      {"3x3", {1, 64, 14, 14}, {64, 64, 3, 3}, {}, ActivationLayout::Blocked, {}},
+      {"stride 2",
+       {1, 64, 28, 28},
+       {64, 64, 1, 1},
+       {ints("strides", {2, 2})},
+       ActivationLayout::Blocked,
+       {}},
+      {"pads",
+       {1, 64, 14, 14},
+       {64, 64, 1, 1},
+       {ints("pads", {1, 1, 1, 1})},
+       ActivationLayout::Blocked,
+       {}},
+      {"groups",
+       {1, 64, 14, 14},
+       {64, 32, 1, 1},
+       {int_attr("group", 2)},
+       ActivationLayout::Blocked,
+       {}},
+      {"an image of 8 channels", {1, 8, 56, 56}, {64, 8, 1, 1}, {}, ActivationLayout::Blocked, {}},
+      {"not among blocked Convs",
+       {1, 64, 14, 14},
+       {64, 64, 1, 1},
+       {},
+       ActivationLayout::Preferred,
+       {}},
+      {"an output over 2 MB", {1, 16, 112, 112}, {96, 16, 1, 1}, {}, ActivationLayout::Blocked, {}},
+      {"Gelu",
+       {1, 64, 14, 14},
+       {64, 64, 1, 1},
+       {},
+       ActivationLayout::Blocked,
+       {{PostOpKind::Gelu}}},
+  };
+  uint32_t seed = 5600;
+  for (const Other& o : others) {
+    SCOPED_TRACE(o.why);
+    Case c("Conv", o.attributes);
+    c.desc.small_ops_own_loops = true;
+    c.desc.activation_layout = o.layout;
+    c.desc.post_ops = o.post_ops;
+    c.add(random_tensor(o.x, seed++), false);
+    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
+    auto op = c.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_EQ((*op)->describe().find(kPointwise), std::string::npos) << (*op)->describe();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
