@@ -159,6 +159,12 @@ Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
       if (from.get_data_handle() != to) std::memcpy(to, from.get_data_handle(), bytes);
       to += bytes;
     }
+  } else if (loops_ != nullptr && inputs_.size() == 2) {
+    const dnnl::memory& y = args_[output_->arg];
+    loops_(static_cast<const float*>(args_[inputs_[0].arg].get_data_handle()),
+           static_cast<const float*>(args_[inputs_[1].arg].get_data_handle()),
+           static_cast<float*>(y.get_data_handle()),
+           static_cast<int64_t>(y.get_desc().get_size() / sizeof(float)), num_threads_);
   } else {
     KILN_RETURN_IF_ERROR(execute(primitive_, args_));
   }

@@ -35,6 +35,18 @@ class StagedOp final : public DnnlOp {
     copy_inputs_ = true;
     describe_ += " (pieces copied)";
   }
+  /// y = a op b over `count` floats, on up to `threads` threads.
+  using Elementwise = void (*)(const float* a, const float* b, float* y, int64_t count,
+                               int threads);
+  /// From now on, `run` computes the output from inputs 0 and 1 with `loops` (kiln's own)
+  /// instead of running the primitive, which may be empty: over the bytes of the bound layouts,
+  /// which must be one and the same for the three (a same-shape Add or Mul, whose primitive
+  /// would generate code at creation for memory-bound work).
+  void run_on_loops(Elementwise loops, const std::string& what) {
+    loops_ = loops;
+    describe_ = "kiln " + what + " (own loops, in the layout of its inputs)";
+  }
+  std::string provider() const override { return loops_ != nullptr ? "kiln" : "onednn"; }
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override;
   /// With `copy_inputs_in_order` and no input or output converted: the inputs' offsets.
@@ -56,6 +68,7 @@ class StagedOp final : public DnnlOp {
   std::vector<Binding> inputs_;
   std::optional<Binding> output_;
   bool copy_inputs_ = false;
+  Elementwise loops_ = nullptr;
   bool finished_ = false;
 };
 

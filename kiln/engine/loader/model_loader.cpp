@@ -251,9 +251,9 @@ namespace {
 // scalar fused as post-ops; 9: ConvTransposes fused with their bias and activations; 10: Convs
 // of large weights on brgemm in nhwc among blocked ones; 11: InstanceNormalization on kiln's
 // rows; 12: Convs of at most 8 output channels on kiln's loops; 13: small pools on kiln's
-// loops; 14: blocked 1x1 Convs on kiln's loops), so that entries of older plans are not
-// adopted.
-constexpr char kEngineVersion[] = "kiln-engine 14";
+// loops; 14: blocked 1x1 Convs on kiln's loops; 15: same-shape Adds and Muls on kiln's
+// loops), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 15";
 
 struct StaticFunction {
   std::string name;
