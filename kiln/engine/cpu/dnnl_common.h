@@ -246,7 +246,7 @@ Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
 /// A 2-D Conv of at most 8 output channels (stride and dilation 1, one group, constant W and B)
 /// on kiln's own loops over output pixels (narrow_conv.cpp); NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);
-/// A 1x1 Conv (2-D, stride 1, no pads, one group, at least 16 input channels) in
+/// A 1x1 Conv (2-D, any strides, no pads, one group, at least 16 input channels) in
 /// ActivationLayout::Blocked on kiln's own loops over nChw16c (pointwise_conv.cpp), with the
 /// loops' post-ops and one residual; NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_pointwise_conv(const OpDesc& desc);

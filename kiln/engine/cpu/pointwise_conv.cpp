@@ -1,4 +1,4 @@
-// 1x1 Convs (stride 1, no pads, one group) among blocked Convs on loops of kiln's own, compiled
+// 1x1 Convs (no pads, one group) among blocked Convs on loops of kiln's own, compiled
 // ahead of time. oneDNN generates the code of each of its 1x1 kernels when the primitive is
 // created, 0.1-0.5 ms apiece: MobileNet-V2's 34 pointwise Convs took 3.9 ms of a warm load of
 // about 10, SqueezeNet's 3.7 of 8-10, more than everything else in the load together. These
@@ -6,7 +6,8 @@
 // over unconverted: each output vector is 16 output channels of one pixel, a tile is up to
 // kTilePixels pixels by two such vectors, and each input channel's value of a pixel is
 // broadcast against the weights of those 32 output channels. Biases, the loops' post-ops and
-// one residual (in the output's layout) are applied before the store.
+// one residual (in the output's layout) are applied before the store. A strided Conv's input
+// pixels are first copied one after another (a ResNet's downsampling projections).
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/dnnl_staged.h>
@@ -64,12 +65,13 @@ struct Job {
       __VA_ARGS__;                                        \
     }                                                     \
   }
-#define KILN_PW_EACH(...)                                                                  \
-  KILN_PW_ON(0, __VA_ARGS__)                                                               \
-  KILN_PW_ON(1, __VA_ARGS__) KILN_PW_ON(2, __VA_ARGS__) KILN_PW_ON(3, __VA_ARGS__)         \
-      KILN_PW_ON(4, __VA_ARGS__) KILN_PW_ON(5, __VA_ARGS__) KILN_PW_ON(6, __VA_ARGS__)     \
-          KILN_PW_ON(7, __VA_ARGS__) KILN_PW_ON(8, __VA_ARGS__) KILN_PW_ON(9, __VA_ARGS__) \
-              KILN_PW_ON(10, __VA_ARGS__) KILN_PW_ON(11, __VA_ARGS__)
+#define KILN_PW_EACH(...)                                                              \
+  KILN_PW_ON(0, __VA_ARGS__)                                                           \
+  KILN_PW_ON(1, __VA_ARGS__)                                                           \
+  KILN_PW_ON(2, __VA_ARGS__)                                                           \
+  KILN_PW_ON(3, __VA_ARGS__) KILN_PW_ON(4, __VA_ARGS__) KILN_PW_ON(5, __VA_ARGS__)     \
+      KILN_PW_ON(6, __VA_ARGS__) KILN_PW_ON(7, __VA_ARGS__) KILN_PW_ON(8, __VA_ARGS__) \
+          KILN_PW_ON(9, __VA_ARGS__) KILN_PW_ON(10, __VA_ARGS__) KILN_PW_ON(11, __VA_ARGS__)
 
 // Output blocks [ob, ob + kBlocks) of pixels [p0, p0 + kP) of image n.
 template <int kP, int kBlocks>
@@ -164,11 +166,12 @@ template <int kBlocks>
     pointwise_tile<c, kBlocks>(j, n, ob, p); \
     break;
     KILN_PW_COUNT(1)
-    KILN_PW_COUNT(2) KILN_PW_COUNT(3) KILN_PW_COUNT(4) KILN_PW_COUNT(5) KILN_PW_COUNT(6)
-        KILN_PW_COUNT(7) KILN_PW_COUNT(8) KILN_PW_COUNT(9) KILN_PW_COUNT(10) KILN_PW_COUNT(11)
-            KILN_PW_COUNT(12)
+    KILN_PW_COUNT(2)
+    KILN_PW_COUNT(3)
+    KILN_PW_COUNT(4) KILN_PW_COUNT(5) KILN_PW_COUNT(6) KILN_PW_COUNT(7) KILN_PW_COUNT(8)
+        KILN_PW_COUNT(9) KILN_PW_COUNT(10) KILN_PW_COUNT(11) KILN_PW_COUNT(12)
 #undef KILN_PW_COUNT
-                default : break;
+            default : break;
   }
 }
 
@@ -257,9 +260,10 @@ class PointwiseConvOp final : public CpuOp {
   Status finish() override {
     // Blocked copies of what is given (or wanted) plain.
     const int64_t n = in_sizes_[0];
-    const int64_t in_floats = n * c16_ * pixels_;
     const int64_t out_floats = n * blocks_out_ * kLanes * pixels_;
-    if (!native_in_) x_stage_.assign(static_cast<size_t>(in_floats), 0.0f);
+    if (!native_in_)
+      x_blocked_.assign(static_cast<size_t>(n * c16_ * in_sizes_[2] * in_sizes_[3]), 0.0f);
+    if (strided()) x_stage_.assign(static_cast<size_t>(n * c16_ * pixels_), 0.0f);
     if (!native_out_) y_stage_.assign(static_cast<size_t>(out_floats), 0.0f);
     if (has_residual_ && !native_residual_) r_stage_.assign(static_cast<size_t>(out_floats), 0.0f);
     finished_ = true;
@@ -280,7 +284,11 @@ class PointwiseConvOp final : public CpuOp {
     Job j;
     j.x = static_cast<const float*>(inputs[0]->data());
     if (!native_in_) {
-      to_blocked(j.x, x_stage_.data(), n, c, pixels_);
+      to_blocked(j.x, x_blocked_.data(), n, c, in_sizes_[2] * in_sizes_[3]);
+      j.x = x_blocked_.data();
+    }
+    if (strided()) {
+      subsample(j.x, x_stage_.data());
       j.x = x_stage_.data();
     }
     if (has_residual_) {
@@ -331,6 +339,26 @@ class PointwiseConvOp final : public CpuOp {
   }
 
  private:
+  bool strided() const { return stride_h_ != 1 || stride_w_ != 1; }
+
+  // The input pixels a strided 1x1 Conv reads, one after another: the layout the loops take.
+  void subsample(const float* x, float* compact) const {
+    const int64_t in_h = in_sizes_[2], in_w = in_sizes_[3];
+    const int64_t out_h = outputs_[0].sizes[2], out_w = outputs_[0].sizes[3];
+    const int64_t planes = in_sizes_[0] * (c16_ / kLanes);
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const float* from = x + plane * in_h * in_w * kLanes;
+      float* to = compact + plane * pixels_ * kLanes;
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          std::memcpy(to + (oh * out_w + ow) * kLanes,
+                      from + (oh * stride_h_ * in_w + ow * stride_w_) * kLanes,
+                      sizeof(float) * kLanes);
+        }
+      }
+    }
+  }
+
   static memory::desc blocked_md(const std::vector<int64_t>& sizes) {
     return memory::desc(to_dims(sizes), memory::data_type::f32, memory::format_tag::aBcd16b);
   }
@@ -339,13 +367,17 @@ class PointwiseConvOp final : public CpuOp {
   std::vector<int64_t> in_sizes_;
   std::vector<TensorDesc> outputs_;
   std::vector<PostOp> post_ops_;
-  int64_t c16_ = 0, blocks_out_ = 0, pixels_ = 0;
+  int64_t c16_ = 0, blocks_out_ = 0, pixels_ = 0;  // pixels_: the output's
+  int64_t stride_h_ = 1, stride_w_ = 1;
   int num_threads_ = 1;
   bool has_residual_ = false;
   size_t residual_index_ = 0;
   bool native_in_ = false, native_out_ = false, native_residual_ = false, finished_ = false;
   const float* weights_ = nullptr;
-  std::vector<float> own_weights_, bias_, x_stage_, y_stage_, r_stage_, last_lanes_;
+  // Staging: the input in nChw16c (given plain), its strided pixels compacted, the output
+  // and the residual in nChw16c (wanted or given plain).
+  std::vector<float> x_blocked_, x_stage_, y_stage_, r_stage_;
+  std::vector<float> own_weights_, bias_, last_lanes_;
 };
 
 Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
@@ -375,9 +407,11 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
   auto all = [](const memory::dims& d, int64_t v) {
     return std::all_of(d.begin(), d.end(), [v](int64_t e) { return e == v; });
   };
-  if (group != 1 || !all(strides, 1) || !all(dilations, 0) || !all(pad_begin, 0) ||
-      !all(pad_end, 0)) {
-    return error(desc, Error::NotSupported, "groups, strides, dilations or pads");
+  // (A strided Conv's end pads are negative where it leaves the last rows or columns unread.)
+  const bool no_end_pads =
+      std::all_of(pad_end.begin(), pad_end.end(), [](int64_t e) { return e <= 0; });
+  if (group != 1 || !all(dilations, 0) || !all(pad_begin, 0) || !no_end_pads) {
+    return error(desc, Error::NotSupported, "groups, dilations or pads");
   }
   const int64_t c = x[1], o = ws[0];
   if (static_cast<double>(out[0]) * static_cast<double>(o) * static_cast<double>(out[2] * out[3]) *
@@ -391,7 +425,9 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
   op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
   op->c16_ = (c + kLanes - 1) / kLanes * kLanes;
   op->blocks_out_ = (o + kLanes - 1) / kLanes;
-  op->pixels_ = x[2] * x[3];
+  op->pixels_ = out[2] * out[3];
+  op->stride_h_ = strides[0];
+  op->stride_w_ = strides[1];
   op->num_threads_ = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
   op->post_ops_ = desc.post_ops;
   op->has_residual_ = residuals == 1;

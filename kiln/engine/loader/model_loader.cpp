@@ -252,8 +252,8 @@ namespace {
 // of large weights on brgemm in nhwc among blocked ones; 11: InstanceNormalization on kiln's
 // rows; 12: Convs of at most 8 output channels on kiln's loops; 13: small pools on kiln's
 // loops; 14: blocked 1x1 Convs on kiln's loops; 15: same-shape Adds and Muls on kiln's
-// loops), so that entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 15";
+// loops; 16: strided blocked 1x1 Convs too), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 16";
 
 struct StaticFunction {
   std::string name;

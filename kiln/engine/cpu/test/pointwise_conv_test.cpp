@@ -75,7 +75,7 @@ runtime::Result<std::unique_ptr<CpuOp>> create_loops(Case& c) {
 }
 
 struct Shape {
-  int64_t batch, channels, out_channels, height, width;
+  int64_t batch, channels, out_channels, height, width, stride = 1;
 };
 
 // A 1x1 Conv case: X, W, optionally B, optionally a residual (for AddResidual post-ops);
@@ -88,17 +88,22 @@ struct PointwiseCase {
 
   PointwiseCase(const Shape& s, bool bias, const std::vector<PostOp>& post_ops, int threads,
                 uint32_t& seed) {
+    kernels::ConvOptions options;
+    if (s.stride != 1) {
+      options.strides = {s.stride, s.stride};
+      c.desc.attributes = {ints("strides", options.strides)};
+    }
     c.desc.small_ops_own_loops = true;
     c.desc.activation_layout = ActivationLayout::Blocked;
     c.desc.num_threads = threads;
     c.add(random_tensor({s.batch, s.channels, s.height, s.width}, seed++), false);
     c.add(random_tensor({s.out_channels, s.channels, 1, 1}, seed++, -0.3, 0.3), true);
     if (bias) c.add(random_tensor({s.out_channels}, seed++), true);
-    out = {s.batch, s.out_channels, s.height, s.width};
+    out = {s.batch, s.out_channels, (s.height - 1) / s.stride + 1, (s.width - 1) / s.stride + 1};
     expected = zeros(out);
-    EXPECT_TRUE(kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, kernels::ConvOptions{},
-                              expected.tensor())
-                    .ok());
+    EXPECT_TRUE(
+        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
+            .ok());
     std::vector<const Tensor*> residuals;
     for (const PostOp& p : post_ops) {
       if (p.kind != PostOpKind::AddResidual) continue;
@@ -113,11 +118,13 @@ struct PointwiseCase {
 
 TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
   const std::vector<Shape> shapes = {
-      {1, 16, 16, 1, 1},    // one block each way, one pixel
-      {1, 24, 48, 5, 7},    // a padded input block, three output blocks (a pair and one)
-      {2, 40, 50, 13, 13},  // a batch, partial blocks both ways, 14 tiles and a tail
-      {1, 64, 32, 12, 1},   // one whole tile
-      {1, 96, 200, 3, 9},   // many pairs of blocks: chunks of weights
+      {1, 16, 16, 1, 1},     // one block each way, one pixel
+      {1, 24, 48, 5, 7},     // a padded input block, three output blocks (a pair and one)
+      {2, 40, 50, 13, 13},   // a batch, partial blocks both ways, 14 tiles and a tail
+      {1, 64, 32, 12, 1},    // one whole tile
+      {1, 96, 200, 3, 9},    // many pairs of blocks: chunks of weights
+      {2, 32, 40, 9, 8, 2},  // stride 2 (a downsampling projection): 5 x 4 of 9 x 8
+      {1, 16, 16, 7, 7, 3},  // stride 3
   };
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {},
@@ -151,14 +158,16 @@ TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
 // In a function of blocked Convs its neighbours hand it nChw16c: each of the input, the
 // output and the residual given natively or plain.
 TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
-  const Shape s{2, 40, 24, 5, 6};
   uint32_t seed = 5300;
-  for (int native = 0; native < 8; ++native) {
+  for (int native = 0; native < 16; ++native) {
+    // Bit 3: stride 2, whose pixels are compacted from the native or the converted input.
+    const Shape s = (native & 8) != 0 ? Shape{2, 40, 24, 9, 6, 2} : Shape{2, 40, 24, 5, 6};
     const bool native_in = (native & 1) != 0, native_out = (native & 2) != 0,
                native_residual = (native & 4) != 0;
     SCOPED_TRACE(std::string(native_in ? "native in " : "plain in ") +
                  (native_out ? "native out " : "plain out ") +
-                 (native_residual ? "native residual" : "plain residual"));
+                 (native_residual ? "native residual" : "plain residual") + ", stride " +
+                 std::to_string(s.stride));
     // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
     PointwiseCase p(s, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1, seed);
     auto op_or = create_loops(p.c);
@@ -231,12 +240,6 @@ TEST(PointwiseConv, LeavesOtherConvsToOneDnn) {
   };
   const std::vector<Other> others = {
       {"3x3", {1, 64, 14, 14}, {64, 64, 3, 3}, {}, ActivationLayout::Blocked, {}},
-      {"stride 2",
-       {1, 64, 28, 28},
-       {64, 64, 1, 1},
-       {ints("strides", {2, 2})},
-       ActivationLayout::Blocked,
-       {}},
       {"pads",
        {1, 64, 14, 14},
        {64, 64, 1, 1},
