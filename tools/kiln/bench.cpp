@@ -248,6 +248,15 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
   report.inputs = describe_inputs(prepared_sets[0]);
 
   backends::KilnLoadCounters before = backends::kiln_load_counters();
+  if (args.profile) {  // the builds of the load and the first run, and the first run's steps
+    engine::profiling::reset();
+    engine::profiling::set_enabled(true);
+  }
+  auto mark_builds = [&](const char* when) {
+    if (!args.profile) return;
+    const size_t made = engine::profiling::builds().size();
+    report.build_when.resize(std::max(made, report.build_when.size()), when);
+  };
   start = Clock::now();
   KILN_RETURN_IF_ERROR(module.load_method(report.method, options.empty() ? nullptr : &options));
   report.method_load_ms = ms_since(start);
@@ -259,7 +268,9 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
     std::cerr << "kiln bench: warning: " << after.recent_warnings[i] << "\n";
   }
 
+  mark_builds("load");
   KILN_RETURN_IF_ERROR(later_loads(args, meta, report));
+  mark_builds("later load");
 
   KILN_ASSIGN_OR_RETURN(runtime::Method * method, module.method(report.method));
   std::vector<std::vector<EValue>> input_sets;
@@ -270,6 +281,13 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
     double ms = ms_since(start);
     if (s == 0) report.first_run_ms = ms;
     if (input_sets.size() > 1) report.input_sets.push_back({describe_inputs(prepared_sets[s]), ms});
+  }
+  if (args.profile) {
+    mark_builds("first run");
+    engine::profiling::set_enabled(false);
+    report.builds = engine::profiling::builds();
+    report.build_when.resize(report.builds.size(), "first run");
+    report.first_run_profile = engine::profiling::step_times();
   }
   auto inputs_of_run = [&](int64_t k) -> const std::vector<EValue>& {
     return input_sets[static_cast<size_t>(k) % input_sets.size()];
@@ -299,6 +317,80 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
   KILN_ASSIGN_OR_RETURN(report.latency, latency_stats(report.run_ms));
   return report;
 }
+
+namespace {
+
+nlohmann::ordered_json steps_json(const std::vector<engine::profiling::StepTime>& times) {
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const auto& t : times) {
+    steps.push_back({{"function", t.function},
+                     {"step", t.step},
+                     {"node", t.node},
+                     {"op", t.op},
+                     {"device", t.device},
+                     {"calls", t.calls},
+                     {"total_ms", t.total_ms},
+                     {"mean_ms", t.total_ms / static_cast<double>(std::max<uint64_t>(t.calls, 1))},
+                     {"total_flops", t.total_flops}});
+  }
+  return steps;
+}
+
+double build_ms(const engine::profiling::BuildTime& build) {
+  double ms = 0;
+  for (const auto& p : build.phases) ms += p.ms;
+  return ms;
+}
+
+// --profile's lines on the builds (each phase, the slowest steps to create) and the first run's
+// slowest steps against their mean over the timed runs (filled in later, so matched by name).
+std::string build_text(const BenchReport& report) {
+  std::ostringstream out;
+  char line[320];
+  for (size_t i = 0; i < report.builds.size(); ++i) {
+    const auto& b = report.builds[i];
+    out << "build     '" << b.function << "' for " << b.shapes << " at "
+        << (i < report.build_when.size() ? report.build_when[i] : std::string("?")) << ": "
+        << format_ms(build_ms(b)) << " (";
+    for (size_t p = 0; p < b.phases.size(); ++p) {
+      out << (p ? ", " : "") << b.phases[p].name << " " << format_ms(b.phases[p].ms);
+    }
+    out << ")\n";
+    std::vector<engine::profiling::BuildTime::Step> slowest = b.steps;
+    std::stable_sort(slowest.begin(), slowest.end(),
+                     [](const auto& x, const auto& y) { return x.create_ms > y.create_ms; });
+    for (size_t k = 0; k < slowest.size() && k < 8; ++k) {
+      const auto& t = slowest[k];
+      std::snprintf(line, sizeof(line), "  %9.4f ms to create  %-14s %-13s %s\n", t.create_ms,
+                    t.op.c_str(), t.device.c_str(), t.node.c_str());
+      out << line;
+    }
+  }
+  if (!report.first_run_profile.empty()) {
+    double total = 0;
+    for (const auto& t : report.first_run_profile) total += t.total_ms;
+    out << "first run engine steps: " << format_ms(total)
+        << "; the slowest (then their mean over the timed runs):\n";
+    for (size_t k = 0; k < report.first_run_profile.size() && k < 8; ++k) {
+      const auto& t = report.first_run_profile[k];
+      double mean = -1;
+      for (const auto& later : report.profile) {
+        if (later.function == t.function && later.step == t.step && later.calls > 0) {
+          mean = later.total_ms / static_cast<double>(later.calls);
+        }
+      }
+      char later_text[32] = "";
+      if (mean >= 0) std::snprintf(later_text, sizeof(later_text), "(%.4f)", mean);
+      std::snprintf(line, sizeof(line), "  %9.4f ms %-10s %-14s %-13s %s\n",
+                    t.total_ms / static_cast<double>(std::max<uint64_t>(t.calls, 1)), later_text,
+                    t.op.c_str(), t.device.c_str(), t.node.c_str());
+      out << line;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
 
 nlohmann::ordered_json bench_json(const BenchReport& report) {
   nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
@@ -347,20 +439,28 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
     }
     out["input_sets"] = sets;
   }
-  if (!report.profile.empty()) {
-    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
-    for (const auto& t : report.profile) {
-      steps.push_back({{"function", t.function},
-                       {"step", t.step},
-                       {"node", t.node},
-                       {"op", t.op},
-                       {"device", t.device},
-                       {"calls", t.calls},
-                       {"total_ms", t.total_ms},
-                       {"mean_ms", t.total_ms / static_cast<double>(t.calls)},
-                       {"total_flops", t.total_flops}});
+  if (!report.profile.empty()) out["profile"] = steps_json(report.profile);
+  if (!report.first_run_profile.empty())
+    out["first_run_profile"] = steps_json(report.first_run_profile);
+  if (!report.builds.empty()) {
+    nlohmann::ordered_json builds = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < report.builds.size(); ++i) {
+      const auto& b = report.builds[i];
+      nlohmann::ordered_json phases = nlohmann::ordered_json::array();
+      for (const auto& p : b.phases) phases.push_back({{"name", p.name}, {"ms", p.ms}});
+      nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+      for (const auto& t : b.steps) {
+        steps.push_back(
+            {{"node", t.node}, {"op", t.op}, {"device", t.device}, {"create_ms", t.create_ms}});
+      }
+      builds.push_back({{"function", b.function},
+                        {"shapes", b.shapes},
+                        {"when", i < report.build_when.size() ? report.build_when[i] : ""},
+                        {"total_ms", build_ms(b)},
+                        {"phases", phases},
+                        {"steps", steps}});
     }
-    out["profile"] = steps;
+    out["builds"] = builds;
   }
   return out;
 }
@@ -392,6 +492,7 @@ std::string bench_text(const BenchReport& report) {
     }
     out << "\n";
   }
+  out << build_text(report);
   out << "latency   median " << format_ms(report.latency.median) << ", p90 "
       << format_ms(report.latency.p90) << ", min " << format_ms(report.latency.min) << ", mean "
       << format_ms(report.latency.mean) << " (" << report.run_ms.size() << " runs after "

@@ -122,6 +122,12 @@ struct BenchReport {
   LatencyStats latency;
   /// With --profile: each engine step's time over the timed runs, slowest first.
   std::vector<engine::profiling::StepTime> profile;
+  /// With --profile: the engine's builds (specializations) from the method load to the end of
+  /// the first run, in order, and when each was made: "load", "later load" or "first run".
+  std::vector<engine::profiling::BuildTime> builds;
+  std::vector<std::string> build_when;
+  /// With --profile: each engine step's time in the first run (the first of each input set).
+  std::vector<engine::profiling::StepTime> first_run_profile;
 
   double load_ms() const { return program_load_ms + method_load_ms; }
 };
@@ -141,7 +147,9 @@ runtime::Result<BenchReport> run_bench(const BenchArgs& args);
 /// input sets, "input_sets": [{"inputs", "first_run_ms"}...]; with --profile,
 /// "profile": [{"function", "step", "node", "op", "device", "calls", "total_ms", "mean_ms",
 /// "total_flops"}...] (`total_flops`: the work of the step's calls, 0 for ops other than Conv,
-/// ConvTranspose, MatMul and Gemm).
+/// ConvTranspose, MatMul and Gemm), "first_run_profile" (the same of the first run) and
+/// "builds": [{"function", "shapes", "when", "total_ms", "phases": [{"name", "ms"}...],
+/// "steps": [{"node", "op", "device", "create_ms"}...]}...].
 nlohmann::ordered_json bench_json(const BenchReport& report);
 
 /// The human-readable report, one fact per line.

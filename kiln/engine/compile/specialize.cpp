@@ -1,9 +1,11 @@
 // specialize(): shapes → folding → fusion and placement → memory plan.
 #include <kiln/engine/compile/function_plan.h>
 #include <kiln/engine/compile/shape_resolution.h>
+#include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/plan/memory_planner.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace kiln::engine::compile {
@@ -26,6 +28,45 @@ bool is_random(const std::string& op) {
 
 std::string describe_node(const ir::Node& node) { return node.name + " (" + node.op + ")"; }
 
+/// Times a build's phases for `profiling::builds` when profiling is on (else does nothing).
+class BuildClock {
+ public:
+  BuildClock(const std::string& function,
+             const std::optional<std::vector<std::vector<int64_t>>>& input_sizes)
+      : on_(profiling::enabled()), function_(function) {
+    if (!on_) return;
+    shapes_ = input_sizes ? profiling::shapes_text(*input_sizes) : "any";
+    phase_start_ = lap_start_ = Clock::now();
+  }
+  bool on() const { return on_; }
+  /// Ends the phase begun at the previous call (or at construction).
+  void phase(const char* name) {
+    if (!on_) return;
+    profiling::add_build_phase(function_, shapes_, name, since(phase_start_),
+                               first_ ? profiling::PhaseAt::NewBuild : profiling::PhaseAt::End);
+    first_ = false;
+  }
+  /// Milliseconds since the previous lap (or construction); phases are timed apart.
+  double lap() { return since(lap_start_); }
+  void step(const PlacementEntry& placement, double ms) {
+    profiling::add_build_step(function_, shapes_,
+                              {placement.node, placement.op, placement.device, ms});
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double since(Clock::time_point& start) {
+    auto now = Clock::now();
+    double ms = std::chrono::duration<double, std::milli>(now - start).count();
+    start = now;
+    return ms;
+  }
+  bool on_;
+  bool first_ = true;
+  std::string function_, shapes_;
+  Clock::time_point phase_start_, lap_start_;
+};
+
 class Builder {
  public:
   Builder(const ir::Model& model, const ir::Graph& graph, std::vector<Tensor> weights,
@@ -43,7 +84,9 @@ class Builder {
     impl_->name = graph_.name;
     impl_->packed = options_.packed;
     impl_->graph = &graph_;
+    BuildClock clock(graph_.name, input_sizes);
     KILN_RETURN_IF_ERROR(verify_read_weights(model_, graph_, options_));
+    clock.phase("weight checks");
     make_slots();
     if (input_sizes) {
       KILN_ASSIGN_OR_RETURN(auto sizes, resolve_shapes(graph_, *input_sizes));
@@ -64,16 +107,23 @@ class Builder {
     winograd_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);
     blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
     absorbed_.assign(graph_.nodes.size(), false);
+    clock.phase("shapes and folding");
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (folded_[n] || absorbed_[n]) continue;
       const size_t first_step = impl_->steps.size();
+      if (clock.on()) clock.lap();
       KILN_RETURN_IF_ERROR(place(n));
+      const double place_ms = clock.on() ? clock.lap() : 0.0;
       for (size_t i = first_step; i < impl_->steps.size(); ++i) {
         impl_->steps[i].node = static_cast<int>(n);
+        if (clock.on()) clock.step(impl_->steps[i].placement, i == first_step ? place_ms : 0.0);
       }
     }
+    clock.phase("steps");
     if (options_.propagate_layouts) KILN_RETURN_IF_ERROR(propagate_layouts(*impl_).status());
+    clock.phase("layouts");
     KILN_RETURN_IF_ERROR(plan_memory());
+    clock.phase("memory plan");
     for (Step& step : impl_->steps) impl_->placement.push_back(step.placement);
     if (impl_->generic) plan_releases();
     return std::move(impl_);

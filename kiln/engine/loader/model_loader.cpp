@@ -5,6 +5,7 @@
 #include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/entry_format.h>
 #include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/package/package.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <optional>
 #include <set>
@@ -397,7 +399,11 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   const cache::CacheKey key = make_cache_key(model_hash_, functions, options_, compile_);
   cache::ModelCache cache(cache_dir_, cache_options_);
   LoadReport lookup;  // its warnings: an unusable entry is rebuilt and replaced
+  const auto lookup_start = std::chrono::steady_clock::now();
   std::optional<Adopted> cached = adopt_cached(cache, key, *compile_.packed, lookup);
+  const double lookup_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lookup_start)
+          .count();
   // A shape the entry records is rebuilt without the proofs its plan passed when made; a plan
   // that then differs from the entry's is built again with them.
   const bool recorded = cached && cached->functions.size() == 1 &&
@@ -407,6 +413,12 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   trusted.proofs_recorded = recorded;
   KILN_ASSIGN_OR_RETURN(auto compiled,
                         compile::specialize(model_, bound.name, bound.sizes, options_, trusted));
+  if (profiling::enabled()) {  // the lookup came first: the build's first phase
+    profiling::add_build_phase(
+        bound.name, profiling::shapes_text(bound.sizes),
+        recorded ? "cache lookup (entry adopted)" : "cache lookup (no entry for these shapes)",
+        lookup_ms, profiling::PhaseAt::Front);
+  }
   artifact::FunctionRecord record = record_of(*compiled, bound.name, bound.sizes);
   if (recorded && cached->functions[0] != record) {
     KILN_ASSIGN_OR_RETURN(compiled,

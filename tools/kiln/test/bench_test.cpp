@@ -1,6 +1,7 @@
 // kiln bench: its flags, the latency statistics, the thread option, and a whole measurement of
-// a program built in code (every --json field present and sane).
+// a program built in code (every --json field present and sane), and --profile's builds.
 
+#include <kiln/backends/kiln/test/kiln_test_programs.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/testing/program_builder.h>
 #include <tools/kiln/bench.h>
@@ -427,6 +428,96 @@ TEST_F(BenchRunTest, ErrorsNameTheCulprit) {
   report = run_bench(bench);
   EXPECT_FALSE(report.ok());
   EXPECT_THAT(report.status().message(), HasSubstr("absent.kiln"));
+}
+
+// --profile reports each build of the engine: a static function's at load; a symbolic one's at
+// its first run, first looking in the cache (no entry, then, in a process that finds the entry
+// stored, the entry adopted); each phase timed, each step's creation, and the first run's steps.
+TEST_F(BenchRunTest, ProfileReportsTheBuildsOfTheLoadAndOfTheFirstRun) {
+  namespace kt = backends::kiln_test;
+  const std::vector<uint8_t> package = kt::package_of(kt::matmul_add_relu(2));
+  const std::string fixed = (dir_ / "fixed.kiln").string();
+  ASSERT_TRUE(kt::kiln_program(package, kt::function_manifest(), 2).build_to_file(fixed).ok());
+  BenchArgs bench = args();
+  bench.program = fixed;
+  bench.profile = true;
+  bench.options = {"KilnBackend.cache_dir=" + (dir_ / "cache").string()};
+  auto report = run_bench(bench);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->builds.size(), 1u);
+  const engine::profiling::BuildTime& at_load = report->builds[0];
+  EXPECT_EQ(at_load.function, "main");
+  EXPECT_EQ(at_load.shapes, "[2, 4]");
+  EXPECT_THAT(report->build_when, ElementsAre("load"));
+  std::vector<std::string> phases;
+  for (const auto& phase : at_load.phases) {
+    phases.push_back(phase.name);
+    EXPECT_GE(phase.ms, 0) << phase.name;
+  }
+  EXPECT_THAT(phases, ElementsAre("weight checks", "shapes and folding", "steps", "layouts",
+                                  "memory plan"));
+  ASSERT_FALSE(at_load.steps.empty());
+  EXPECT_EQ(at_load.steps[0].op, "MatMul");
+  EXPECT_THAT(at_load.steps[0].device, HasSubstr("cpu:"));
+  EXPECT_GT(at_load.steps[0].create_ms, 0);
+  ASSERT_FALSE(report->first_run_profile.empty());
+  for (const auto& step : report->first_run_profile) EXPECT_EQ(step.calls, 1u) << step.node;
+  ASSERT_FALSE(report->profile.empty());
+  EXPECT_EQ(report->profile[0].calls, 5u);  // the timed runs only
+
+  auto json = bench_json(*report);
+  ASSERT_TRUE(json.contains("builds"));
+  ASSERT_EQ(json["builds"].size(), 1u);
+  const auto& build = json["builds"][0];
+  EXPECT_EQ(build["when"], "load");
+  EXPECT_EQ(build["shapes"], "[2, 4]");
+  double sum = 0;
+  for (const auto& phase : build["phases"]) sum += phase["ms"].get<double>();
+  EXPECT_DOUBLE_EQ(build["total_ms"].get<double>(), sum);
+  EXPECT_EQ(build["steps"].size(), at_load.steps.size());
+  EXPECT_TRUE(build["steps"][0].contains("create_ms"));
+  ASSERT_TRUE(json.contains("first_run_profile"));
+  EXPECT_EQ(json["first_run_profile"][0]["calls"], 1);
+  std::string text = bench_text(*report);
+  EXPECT_THAT(text, HasSubstr("build     'main' for [2, 4] at load: "));
+  EXPECT_THAT(text, HasSubstr("ms to create  MatMul"));
+  EXPECT_THAT(text, HasSubstr("first run engine steps: "));
+
+  // A symbolic batch: built at the first run, after the cache lookup.
+  const std::string symbolic = (dir_ / "symbolic.kiln").string();
+  ASSERT_TRUE(
+      kt::kiln_program(kt::package_of(kt::matmul_add_relu(engine::ir::Dim::symbol("batch"))),
+                       kt::function_manifest(), 0)
+          .build_to_file(symbolic)
+          .ok());
+  const std::string x = (dir_ / "x24.npy").string();
+  const std::vector<int64_t> x_shape = {2, 4};
+  ASSERT_TRUE(write_npy(x, F32, x_shape, std::vector<uint8_t>(8 * sizeof(float), 0)).ok());
+  bench.program = symbolic;
+  bench.inputs = {"x=" + x};
+  // Each run its own model, as in a process of its own (not the one the previous run loaded).
+  bench.options.push_back("KilnBackend.share_multifunction_model=false");
+  for (const char* lookup :
+       {"cache lookup (no entry for these shapes)", "cache lookup (entry adopted)"}) {
+    report = run_bench(bench);
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_EQ(report->builds.size(), 1u) << lookup;
+    EXPECT_THAT(report->build_when, ElementsAre("first run"));
+    EXPECT_EQ(report->builds[0].shapes, "[2, 4]");
+    ASSERT_EQ(report->builds[0].phases.size(), 6u);
+    EXPECT_EQ(report->builds[0].phases[0].name, lookup);
+    EXPECT_THAT(bench_text(*report), HasSubstr("build     'main' for [2, 4] at first run: "));
+    engine::wait_for_background_stores();  // the next run finds the entry stored
+  }
+
+  bench.profile = false;
+  report = run_bench(bench);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->builds.empty());
+  json = bench_json(*report);
+  EXPECT_FALSE(json.contains("builds"));
+  EXPECT_FALSE(json.contains("first_run_profile"));
+  EXPECT_THAT(bench_text(*report), ::testing::Not(HasSubstr("build ")));
 }
 
 }  // namespace

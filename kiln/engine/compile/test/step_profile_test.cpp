@@ -41,5 +41,61 @@ TEST(StepProfile, TimesEachStepOfTheProfiledRunsOnly) {
   EXPECT_TRUE(profiling::step_times().empty());
 }
 
+// A build's phases in order (a phase put at the front comes first), a second build of the same
+// function and shapes kept apart, and the steps of the latest; reset forgets them.
+TEST(StepProfile, RecordsBuildsPhaseByPhase) {
+  profiling::reset();
+  const std::string shapes = profiling::shapes_text({{1, 8}, {2}});
+  EXPECT_EQ(shapes, "[1, 8], [2]");
+  profiling::add_build_phase("f", shapes, "steps", 2.0, profiling::PhaseAt::NewBuild);
+  profiling::add_build_step("f", shapes, {"conv1", "Conv", "cpu:onednn", 1.5});
+  profiling::add_build_phase("f", shapes, "memory plan", 0.5);
+  profiling::add_build_phase("f", shapes, "cache lookup", 0.25, profiling::PhaseAt::Front);
+  profiling::add_build_phase("f", shapes, "steps", 1.0, profiling::PhaseAt::NewBuild);
+  profiling::add_build_step("f", shapes, {"relu1", "Relu", "cpu:kiln", 0.5});
+  profiling::add_build_phase("g", "any", "steps", 3.0);  // none of g yet: a new build
+
+  std::vector<profiling::BuildTime> builds = profiling::builds();
+  ASSERT_EQ(builds.size(), 3u);
+  ASSERT_EQ(builds[0].phases.size(), 3u);
+  EXPECT_EQ(builds[0].phases[0].name, "cache lookup");
+  EXPECT_EQ(builds[0].phases[1].name, "steps");
+  EXPECT_EQ(builds[0].phases[2].name, "memory plan");
+  ASSERT_EQ(builds[0].steps.size(), 1u);
+  EXPECT_EQ(builds[0].steps[0].node, "conv1");
+  EXPECT_DOUBLE_EQ(builds[0].steps[0].create_ms, 1.5);
+  ASSERT_EQ(builds[1].steps.size(), 1u);
+  EXPECT_EQ(builds[1].steps[0].node, "relu1");
+  EXPECT_EQ(builds[2].function, "g");
+  EXPECT_EQ(builds[2].shapes, "any");
+  profiling::reset();
+  EXPECT_TRUE(profiling::builds().empty());
+}
+
+// A compiled function built while profiling records its phases and each step's creation.
+TEST(StepProfile, SpecializingRecordsTheBuild) {
+  ir::Model model = conv_residual_model();
+  profiling::reset();
+  profiling::set_enabled(true);
+  auto f = check_against_reference(model, {{1, 8, 10, 10}}, /*fuse=*/true);
+  profiling::set_enabled(false);
+  ASSERT_NE(f, nullptr);
+  std::vector<profiling::BuildTime> builds = profiling::builds();
+  ASSERT_FALSE(builds.empty());
+  const profiling::BuildTime& build = builds.back();
+  EXPECT_EQ(build.function, f->name());
+  EXPECT_EQ(build.shapes, "[1, 8, 10, 10]");
+  std::vector<std::string> phases;
+  for (const auto& phase : build.phases) phases.push_back(phase.name);
+  EXPECT_THAT(phases, ::testing::ElementsAre("weight checks", "shapes and folding", "steps",
+                                             "layouts", "memory plan"));
+  ASSERT_EQ(build.steps.size(), f->placement().size());
+  for (size_t i = 0; i < build.steps.size(); ++i) {
+    EXPECT_EQ(build.steps[i].node, f->placement()[i].node);
+    EXPECT_EQ(build.steps[i].device, f->placement()[i].device);
+  }
+  profiling::reset();
+}
+
 }  // namespace
 }  // namespace kiln::engine
