@@ -9,10 +9,11 @@
 #include <vector>
 
 /// Normalization operators (ONNX semantics): LayerNormalization, RMSNormalization,
-/// BatchNormalization, InstanceNormalization, LRN and MeanVarianceNormalization. Part of the
-/// typed API that `kernels.h` includes; the conventions written there hold here. Dtypes are f32,
-/// f64, f16 and bf16; every statistic (mean, variance) is accumulated in double and the results
-/// are rounded once on store, so f16 and bf16 lose nothing to a half-precision sum.
+/// BatchNormalization, InstanceNormalization, GroupNormalization, LRN and
+/// MeanVarianceNormalization. Part of the typed API that `kernels.h` includes; the conventions
+/// written there hold here. Dtypes are f32, f64, f16 and bf16; every statistic (mean, variance) is
+/// accumulated in double and the results are rounded once on store, so f16 and bf16 lose nothing to
+/// a half-precision sum.
 namespace kiln::kernels {
 
 // ---- LayerNormalization ------------------------------------------------------------------------
@@ -100,6 +101,18 @@ runtime::Status batch_norm(const runtime::Tensor& x, const runtime::Tensor& scal
 /// Errors: InvalidType for dtypes; InvalidArgument for the rank or the parameter shapes.
 runtime::Status instance_norm(const runtime::Tensor& x, const runtime::Tensor& scale,
                               const runtime::Tensor& bias, double epsilon, runtime::Tensor& out);
+
+// ---- GroupNormalization ------------------------------------------------------------------------
+
+/// out = (x - mean) / sqrt(var + epsilon) * scale + bias, the statistics taken per (n, group)
+/// over the group's C / `groups` channels and the spatial axes 2.. of `x` ([N, C, D1, ...], rank
+/// >= 3; ONNX GroupNormalization, `epsilon` default 1e-5). `scale` and `bias` are 1-D of `x`'s
+/// dtype, each of C elements (one per channel, opset 21) or of `groups` (one per group, opset
+/// 18). Errors: InvalidType for dtypes; InvalidArgument for the rank, a `groups` that does not
+/// divide C, or the parameter shapes.
+runtime::Status group_norm(const runtime::Tensor& x, const runtime::Tensor& scale,
+                           const runtime::Tensor& bias, int64_t groups, double epsilon,
+                           runtime::Tensor& out);
 
 // ---- LRN ---------------------------------------------------------------------------------------
 

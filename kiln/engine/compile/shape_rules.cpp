@@ -270,8 +270,8 @@ std::optional<std::vector<std::vector<int64_t>>> rnn_shapes(
       return std::nullopt;
     }
   }
-  if (!hidden || !layout || *hidden <= 0 || (*layout != 0 && *layout != 1) ||
-      w[0] != directions || w[1] != gates * *hidden) {
+  if (!hidden || !layout || *hidden <= 0 || (*layout != 0 && *layout != 1) || w[0] != directions ||
+      w[1] != gates * *hidden) {
     return std::nullopt;
   }
   const int64_t seq = *layout == 0 ? x[0] : x[1], batch = *layout == 0 ? x[1] : x[0];
@@ -318,7 +318,8 @@ std::optional<std::vector<std::vector<int64_t>>> rule_shapes(
                                                    "LayerNormalization",
                                                    "RMSNormalization",
                                                    "BatchNormalization",
-                                                   "InstanceNormalization"};
+                                                   "InstanceNormalization",
+                                                   "GroupNormalization"};
   static const std::set<std::string> kBroadcast = {"Add",
                                                    "Sub",
                                                    "Mul",

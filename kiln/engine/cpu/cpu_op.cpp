@@ -30,7 +30,9 @@ Factory find_factory(const std::string& op) {
   if (op == "Add" || op == "Mul") return create_binary;
   if (op == "LSTM" || op == "GRU") return create_rnn;
   if (op == "Where") return create_where;
-  if (op == "RMSNormalization" || op == "InstanceNormalization") return create_row_norm;
+  if (op == "RMSNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {
+    return create_row_norm;
+  }
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Gelu" ||
       op == "Exp" || op == "Abs" || op == "Sqrt" || op == "Elu" || op == "HardSwish" ||
       op == "Softplus" || op == "Neg" || op == "Clip") {
@@ -43,10 +45,28 @@ Factory find_factory(const std::string& op) {
 // elements read and written): creating their oneDNN primitive (0.1-1 ms of code generation)
 // costs more than a thousand runs of the reference kernel.
 bool leaves_tiny_work_to_reference(const OpDesc& desc) {
-  static const std::set<std::string> kOps = {
-      "Add", "Mul", "Softmax", "LogSoftmax", "MaxPool", "AveragePool", "GlobalAveragePool",
-      "LayerNormalization", "BatchNormalization", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
-      "Gelu", "Exp", "Abs", "Sqrt", "Elu", "HardSwish", "Softplus", "Neg", "Clip"};
+  static const std::set<std::string> kOps = {"Add",
+                                             "Mul",
+                                             "Softmax",
+                                             "LogSoftmax",
+                                             "MaxPool",
+                                             "AveragePool",
+                                             "GlobalAveragePool",
+                                             "LayerNormalization",
+                                             "BatchNormalization",
+                                             "Relu",
+                                             "LeakyRelu",
+                                             "Sigmoid",
+                                             "Tanh",
+                                             "Gelu",
+                                             "Exp",
+                                             "Abs",
+                                             "Sqrt",
+                                             "Elu",
+                                             "HardSwish",
+                                             "Softplus",
+                                             "Neg",
+                                             "Clip"};
   constexpr double kTinyUs = 0.5;
   if (kOps.count(desc.op) == 0) return false;
   const double us = estimated_us(desc);

@@ -1,9 +1,9 @@
-// RMSNormalization and InstanceNormalization of known shapes as a CpuOp over RuntimeRows' row
-// loops: oneDNN 2.6 has no RMS normalization (its layer normalization always subtracts the
-// mean), and its batch normalization, which could take an instance normalization's rows as
-// channels, computes their statistics on its reference-speed kernel in plain layouts (2.1 ms for
-// 64 x 128 x 128 against 0.3 blocked). The op keeps its own copies of the constant parameters,
-// which RuntimeRows reads at each run.
+// RMSNormalization, InstanceNormalization and GroupNormalization of known shapes as a CpuOp over
+// RuntimeRows' row loops: oneDNN 2.6 has no RMS normalization (its layer normalization always
+// subtracts the mean), and its batch normalization, which could take an instance normalization's
+// rows as channels, computes their statistics on its reference-speed kernel in plain layouts (2.1
+// ms for 64 x 128 x 128 against 0.3 blocked). The op keeps its own copies of the constant
+// parameters, which RuntimeRows reads at each run.
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/runtime_rows.h>
@@ -18,7 +18,7 @@ namespace {
 class RowNormOp final : public CpuOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
-    const bool instance = desc.op == "InstanceNormalization";
+    const bool instance = desc.op == "InstanceNormalization" || desc.op == "GroupNormalization";
     const size_t num_params = instance ? 2 : 1;  // scale and B, or scale
     if (desc.inputs.size() != num_params + 1 || desc.num_outputs != 1 || !desc.post_ops.empty()) {
       return error(desc, Error::NotSupported,
@@ -27,6 +27,7 @@ class RowNormOp final : public CpuOp {
     }
     auto op = std::make_unique<RowNormOp>();
     op->instance_ = instance;
+    op->op_ = desc.op;
     OpDesc rows = desc;
     rows.constants.assign(num_params + 1, nullptr);
     for (size_t i = 1; i <= num_params; ++i) {
@@ -55,8 +56,10 @@ class RowNormOp final : public CpuOp {
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override {
     return std::string("kiln rows: ") +
-           (instance_ ? "instance normalization" : "RMS normalization") + " (" + rows_->describe() +
-           ")";
+           (op_ == "GroupNormalization" ? "group normalization"
+            : instance_                 ? "instance normalization"
+                                        : "RMS normalization") +
+           " (" + rows_->describe() + ")";
   }
   std::string provider() const override { return "kiln"; }
 
@@ -64,15 +67,14 @@ class RowNormOp final : public CpuOp {
              runtime::Span<runtime::Tensor*> outputs) override {
     if (inputs.empty() || inputs[0] == nullptr || outputs.size() != 1 || outputs[0] == nullptr) {
       return Status(Error::InvalidArgument,
-                    "run op '" +
-                        std::string(instance_ ? "InstanceNormalization" : "RMSNormalization") +
-                        "' (" + describe() + "): expected X and one output");
+                    "run op '" + op_ + "' (" + describe() + "): expected X and one output");
     }
     return rows_->run(*inputs[0], *outputs[0]);
   }
 
  private:
-  bool instance_ = false;
+  bool instance_ = false;  ///< Instance or group normalization: X, scale and B.
+  std::string op_;
   std::vector<TensorDesc> outputs_;
   std::vector<float> data_[2];
   runtime::Tensor params_[2];

@@ -26,7 +26,7 @@ using vec::kLanes;
 
 namespace {
 
-enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm, InstanceNorm };
+enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm, InstanceNorm, GroupNorm };
 
 // Below this many elements per thread, starting and joining threads costs more than the rows
 // (about 10 us of single-thread work).
@@ -164,6 +164,32 @@ KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t beg
   }
 }
 
+// Group normalization of rows [begin, end), row r being group r % `groups` of a sample of an
+// [N, C, spatial...] tensor: its `per_group` channels of `spatial` floats each, normalized by
+// the row's mean and variance (two passes, float sums), then channel c's scale[c] and bias[c]
+// (one multiply-add an element).
+KILN_VECTOR_CLONES void group_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
+                                        int64_t groups, int64_t per_group, int64_t spatial,
+                                        const float* scale, const float* bias, float epsilon) {
+  const int64_t cols = per_group * spatial;
+  const int64_t full = spatial / kLanes * kLanes;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = begin; r < end; ++r) {
+    const auto [mean, squares] = row_moments(x + r * cols, cols);
+    const float inv_std = 1.0f / std::sqrt(squares * inv_cols + epsilon);
+    for (int64_t k = 0; k < per_group; ++k) {
+      const int64_t c = (r % groups) * per_group + k;
+      const float* in = x + r * cols + k * spatial;
+      float* out = y + r * cols + k * spatial;
+      const float a = scale[c] * inv_std;
+      const float b = bias[c] - mean * a;
+      const Floats va = vec::splat(a), vb = vec::splat(b);
+      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
+      for (int64_t j = full; j < spatial; ++j) out[j] = in[j] * a + b;
+    }
+  }
+}
+
 // RMS normalization of rows [begin, end) of `cols` floats: x / sqrt(mean(x^2) + eps) * scale
 // (one pass for the mean square, float sums).
 KILN_VECTOR_CLONES void rms_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
@@ -205,12 +231,13 @@ struct RuntimeRows::Impl {
   float epsilon = 1e-5f;
   const Tensor* scale = nullptr;
   const Tensor* bias = nullptr;
+  int64_t groups = 0;  ///< GroupNormalization's num_groups.
   int num_threads = 1;
 };
 
 bool RuntimeRows::handles(std::string_view op) {
   return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
-         op == "RMSNormalization" || op == "InstanceNormalization";
+         op == "RMSNormalization" || op == "InstanceNormalization" || op == "GroupNormalization";
 }
 
 Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
@@ -218,8 +245,8 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
   using dnnl_impl::error;
   if (!handles(desc.op)) {
     return error(desc, Error::NotSupported,
-                 "is not Softmax, LogSoftmax, LayerNormalization, RMSNormalization or "
-                 "InstanceNormalization (no run-time-shape rows)");
+                 "is not Softmax, LogSoftmax, LayerNormalization, RMSNormalization, "
+                 "InstanceNormalization or GroupNormalization (no run-time-shape rows)");
   }
   if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
   if (desc.num_outputs != 1) {
@@ -228,8 +255,9 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
                      " outputs (expected 1: no Mean or InvStdDev)");
   }
   const bool rms_norm = desc.op == "RMSNormalization";
-  const bool instance_norm = desc.op == "InstanceNormalization";
-  // All three normalize rows with a constant scale.
+  const bool group_norm = desc.op == "GroupNormalization";
+  const bool instance_norm = desc.op == "InstanceNormalization" || group_norm;  // [N, C, ...]
+  // All four normalize rows with a constant scale.
   const bool layer_norm = desc.op == "LayerNormalization" || rms_norm || instance_norm;
   KILN_RETURN_IF_ERROR(dnnl_impl::check_inputs(desc,
                                                instance_norm ? 3
@@ -239,7 +267,8 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
                                                : layer_norm ? 3
                                                             : 1));
   auto impl = std::make_unique<Impl>();
-  impl->kind = instance_norm             ? RowKind::InstanceNorm
+  impl->kind = group_norm                ? RowKind::GroupNorm
+               : instance_norm           ? RowKind::InstanceNorm
                : rms_norm                ? RowKind::RmsNorm
                : layer_norm              ? RowKind::LayerNorm
                : desc.op == "LogSoftmax" ? RowKind::LogSoftmax
@@ -252,6 +281,20 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
   }
   Attrs attrs(desc);
   KILN_ASSIGN_OR_RETURN(impl->axis, attrs.get_int("axis", -1));
+  if (group_norm) {
+    if (desc.attributes.end() ==
+        std::find_if(desc.attributes.begin(), desc.attributes.end(),
+                     [](const ir::Attribute& a) { return a.name == "num_groups"; })) {
+      return error(desc, Error::InvalidArgument,
+                   "attribute 'num_groups' is missing (expected an int dividing the channels)");
+    }
+    KILN_ASSIGN_OR_RETURN(impl->groups, attrs.get_int("num_groups", 0));
+    if (impl->groups <= 0) {
+      return error(desc, Error::InvalidArgument,
+                   "attribute 'num_groups' is " + std::to_string(impl->groups) +
+                       " (expected a positive divisor of the channels)");
+    }
+  }
   if (instance_norm) {
     // The spatial axes 2.. of [N, C, D1, ...]: no attribute names them.
     impl->axis = 2;
@@ -307,11 +350,13 @@ RuntimeRows::~RuntimeRows() = default;
 
 Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   const Impl& impl = *impl_;
-  const bool instance = impl.kind == RowKind::InstanceNorm;
+  const bool group = impl.kind == RowKind::GroupNorm;
+  const bool instance = impl.kind == RowKind::InstanceNorm || group;  // per channel of [N, C, ...]
   const bool normalization =
       impl.kind == RowKind::LayerNorm || impl.kind == RowKind::RmsNorm || instance;
   const char* op = impl.kind == RowKind::LayerNorm ? "LayerNormalization"
                    : impl.kind == RowKind::RmsNorm ? "RMSNormalization"
+                   : group                         ? "GroupNormalization"
                    : instance                      ? "InstanceNormalization"
                    : impl.kind == RowKind::Softmax ? "Softmax"
                                                    : "LogSoftmax";
@@ -339,7 +384,7 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   if (instance) {
     // Scale and B of one value per channel; anything else is the reference kernel's (which
     // names what is wrong), as is a rank under 3.
-    own_loops = own_loops && x.dim() >= 3;
+    own_loops = own_loops && x.dim() >= 3 && (!group || x.size(1) % impl.groups == 0);
     for (const Tensor* c : {impl.scale, impl.bias}) {
       own_loops = own_loops && c->dim() == 1 && c->is_contiguous() && x.dim() >= 2 &&
                   c->numel() == x.size(1);
@@ -357,6 +402,9 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
     }
   }
   if (!own_loops) {
+    if (group) {
+      return kernels::group_norm(x, *impl.scale, *impl.bias, impl.groups, impl.epsilon, out);
+    }
     if (instance) return kernels::instance_norm(x, *impl.scale, *impl.bias, impl.epsilon, out);
     if (impl.kind == RowKind::RmsNorm) {
       kernels::RmsNormOptions options;
@@ -376,8 +424,14 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   if (rows == 0 || cols == 0) return Status();
   const float* in = x.data_ptr<float>();
   float* result = out.mutable_data_ptr<float>();
+  // A group normalization's rows are its (n, group)s, each of C / groups planes.
+  const int64_t per_group = group ? x.size(1) / impl.groups : 1;
+  const int64_t num_rows = group ? rows / per_group : rows;
   auto run_rows = [&](int64_t begin, int64_t end) {
-    if (instance) {
+    if (group) {
+      group_norm_rows(in, result, begin, end, impl.groups, per_group, cols,
+                      impl.scale->data_ptr<float>(), impl.bias->data_ptr<float>(), impl.epsilon);
+    } else if (instance) {
       instance_norm_rows(in, result, begin, end, cols, x.size(1), impl.scale->data_ptr<float>(),
                          impl.bias->data_ptr<float>(), impl.epsilon);
     } else if (impl.kind == RowKind::RmsNorm) {
@@ -390,14 +444,14 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
     }
   };
   const int64_t by_work = rows * cols / kMinElementsPerThread;
-  const int parts =
-      static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({impl.num_threads, by_work, rows})));
+  const int parts = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>({impl.num_threads, by_work, num_rows})));
   if (parts == 1) {
-    run_rows(0, rows);
+    run_rows(0, num_rows);
     return Status();
   }
 #pragma omp parallel for num_threads(parts) schedule(static)
-  for (int t = 0; t < parts; ++t) run_rows(rows * t / parts, rows * (t + 1) / parts);
+  for (int t = 0; t < parts; ++t) run_rows(num_rows * t / parts, num_rows * (t + 1) / parts);
   return Status();
 }
 
@@ -415,6 +469,9 @@ std::string RuntimeRows::describe() const {
              std::to_string(impl_->axis);
     case RowKind::InstanceNorm:
       return "kiln rows (run-time shapes): instance normalization over the spatial axes";
+    case RowKind::GroupNorm:
+      return "kiln rows (run-time shapes): group normalization in " +
+             std::to_string(impl_->groups) + " groups";
   }
   return {};
 }

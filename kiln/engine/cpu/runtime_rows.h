@@ -8,8 +8,8 @@
 
 namespace kiln::engine::cpu {
 
-/// Softmax, LogSoftmax, LayerNormalization, RMSNormalization and InstanceNormalization whose
-/// shapes are known only at run time, on loops of kiln's own (vectorized, rows split over the
+/// Softmax, LogSoftmax, LayerNormalization, RMSNormalization, Instance- and GroupNormalization
+/// whose shapes are known only at run time, on loops of kiln's own (vectorized, rows split over the
 /// op's threads): oneDNN's softmax and layer normalization take no run-time dimensions, so
 /// without this a shape-generic plan (`compile::specialize_generic`) runs them on the reference
 /// kernels, several times slower.
@@ -25,6 +25,10 @@ namespace kiln::engine::cpu {
 ///   axes, with constant Scale and B of C values (one multiply-add an element); oneDNN 2.6's
 ///   batch normalization computes such statistics fast only in blocked layouts, so plans of
 ///   known shapes run it on these loops too (`row_norm_op.cpp`).
+/// - GroupNormalization (which the importer rewrites PyTorch's GroupNorm export into): each
+///   (n, group) row of `num_groups` per sample over the group's channels and spatial axes, with
+///   constant scale and bias of C values (a scale of one value per group, opset 18's, runs on
+///   the reference kernel); plans of known shapes too (`row_norm_op.cpp`).
 /// A call the loops do not cover (an axis that is not the last for Softmax or lies outside the
 /// input's rank, a non-contiguous tensor, a Scale or B that broadcasts) runs on the reference
 /// kernel, with its semantics and errors. Results match the reference kernels' to about 1e-6

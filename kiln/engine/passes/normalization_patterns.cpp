@@ -301,4 +301,144 @@ bool rewrite_rms_norm(RewriteContext& c, size_t n) {
   return true;
 }
 
+namespace {
+
+// The int64 constant `value` as a vector, or nullopt.
+std::optional<std::vector<int64_t>> int64_values(const RewriteContext& c, int value) {
+  const ir::Weight* w = c.constant(value, ScalarType::Int64);
+  if (w == nullptr || w->data.size() % sizeof(int64_t) != 0) return std::nullopt;
+  std::vector<int64_t> out(w->data.size() / sizeof(int64_t));
+  if (!out.empty()) std::memcpy(out.data(), w->data.data(), w->data.size());
+  return out;
+}
+
+// Whether Reshape's allowzero is absent or 0 (a 0 in the shape copies the input's dim).
+bool copies_zeros(const ir::Node& reshape) {
+  return int_attribute(reshape, "allowzero").value_or(0) == 0;
+}
+
+// Whether the shape `s` of Reshape(x to [N, groups, -1]) keeps each sample apart: N copied (0)
+// or equal to x's static batch, the groups, then -1 or the static rest.
+bool splits_into_groups(const std::vector<int64_t>& s, const ir::TensorType& x, int64_t groups) {
+  if (s.size() != 3 || s[1] != groups) return false;
+  const bool batch = s[0] == 0 || (x.shape[0].is_static() && s[0] == x.shape[0].value());
+  if (!batch) return false;
+  if (s[2] == -1) return true;
+  int64_t rest = 1;
+  for (size_t d = 1; d < x.shape.size(); ++d) {
+    if (!x.shape[d].is_static()) return false;
+    rest *= x.shape[d].value();
+  }
+  return s[2] == rest / groups;
+}
+
+// Whether the shape `s` of the Reshape back is x's own: each dim x's static one, the batch
+// copied (0), or one -1 with the others exact.
+bool restores(const std::vector<int64_t>& s, const ir::TensorType& x) {
+  if (s.size() != x.shape.size()) return false;
+  int inferred = 0;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (s[d] == -1) {
+      ++inferred;
+    } else if (!(d == 0 && s[d] == 0) && !(x.shape[d].is_static() && s[d] == x.shape[d].value())) {
+      return false;
+    }
+  }
+  return inferred <= 1;
+}
+
+}  // namespace
+
+bool rewrite_group_norm(RewriteContext& c, size_t n) {
+  const ir::Graph& g = c.graph();
+  const ir::Node& inst = g.nodes[n];
+  if (!is_plain(inst, "InstanceNormalization", 3) || inst.inputs[0] < 0) return false;
+  const int r = inst.inputs[0];
+  const size_t into_i = c.producer(r);
+  if (into_i == SIZE_MAX || c.uses(r) != 1) return false;
+  const ir::Node& into = g.nodes[into_i];
+  if (!is_plain(into, "Reshape", 2) || !copies_zeros(into) || into.inputs[0] < 0) return false;
+  const int x = into.inputs[0];
+  const ir::TensorType& x_type = c.value(x).type;
+  if (x_type.dtype != ScalarType::Float32 || !x_type.rank_known || x_type.shape.size() < 3 ||
+      !x_type.shape[1].is_static()) {
+    return false;
+  }
+  const int64_t channels = x_type.shape[1].value();
+  const ir::Weight* s = c.constant(inst.inputs[1], ScalarType::Float32);
+  const ir::Weight* b = c.constant(inst.inputs[2], ScalarType::Float32);
+  if (s == nullptr || b == nullptr || s->sizes.size() != 1 || s->sizes != b->sizes) return false;
+  const int64_t groups = s->sizes[0];
+  if (groups <= 0 || channels % groups != 0) return false;
+  const std::optional<std::vector<int64_t>> split = int64_values(c, into.inputs[1]);
+  if (!split || !splits_into_groups(*split, x_type, groups)) return false;
+  const std::optional<double> eps = [&]() -> std::optional<double> {
+    const ir::Attribute* a = inst.attribute("epsilon");
+    if (a == nullptr) return 1e-5;
+    const auto* v = std::get_if<double>(&a->value);
+    return v != nullptr ? std::optional<double>(*v) : std::nullopt;
+  }();
+  if (!eps || !std::isfinite(*eps) || *eps < 0.0) return false;
+  std::vector<size_t> absorbed = {into_i, n};
+
+  // Back to x's shape: Reshape by Shape(x) or by a constant of x's shape.
+  size_t i = 0;
+  const ir::Node* back = c.sole_consumer(inst.outputs[0], i);
+  if (back == nullptr || !is_plain(*back, "Reshape", 2) || back->inputs[0] != inst.outputs[0] ||
+      !copies_zeros(*back)) {
+    return false;
+  }
+  const size_t back_i = i;
+  const int target = back->inputs[1];
+  const size_t shape_i = c.producer(target);
+  const bool of_x = shape_i != SIZE_MAX && is_plain(g.nodes[shape_i], "Shape", 1) &&
+                    g.nodes[shape_i].inputs[0] == x && g.nodes[shape_i].attributes.empty();
+  if (of_x) {
+    if (c.uses(target) == 1) absorbed.push_back(shape_i);
+  } else {
+    const std::optional<std::vector<int64_t>> shape = int64_values(c, target);
+    if (!shape || !restores(*shape, x_type)) return false;
+  }
+  absorbed.push_back(back_i);
+  int current = back->outputs[0];
+
+  // The per-channel steps after it: scale_c = gamma_c * s_g, bias_c = gamma_c * b_g + beta_c.
+  const size_t rank = x_type.shape.size();
+  const std::vector<float> group_scale = f32_values(*s), group_bias = f32_values(*b);
+  const int64_t per_group = channels / groups;
+  std::vector<double> gamma(static_cast<size_t>(channels), 1.0);
+  std::vector<double> beta(static_cast<size_t>(channels), 0.0);
+  for (const char* op : {"Mul", "Add"}) {
+    const ir::Node* next = c.sole_consumer(current, i);
+    if (next == nullptr || !is_plain(*next, op, 2) || !RewriteContext::reads(*next, current)) {
+      continue;
+    }
+    auto values = c.per_channel(RewriteContext::other_input(*next, current), rank, channels);
+    if (!values) continue;
+    (op[0] == 'M' ? gamma : beta) = std::move(*values);
+    absorbed.push_back(i);
+    current = next->outputs[0];
+  }
+  std::vector<float> scale(static_cast<size_t>(channels)), bias(static_cast<size_t>(channels));
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    const auto k = static_cast<size_t>(ch / per_group), o = static_cast<size_t>(ch);
+    scale[o] = static_cast<float>(gamma[o] * group_scale[k]);
+    bias[o] = static_cast<float>(gamma[o] * group_bias[k] + beta[o]);
+  }
+  const size_t last = *std::max_element(absorbed.begin(), absorbed.end());
+  const std::string name = c.value(x).name;
+  const int scale_value =
+      c.add_constant(f32_weight(name + ":group_norm_scale", {channels}, scale), last);
+  const int bias_value =
+      c.add_constant(f32_weight(name + ":group_norm_bias", {channels}, bias), last);
+  ir::Node norm;
+  norm.op = "GroupNormalization";
+  norm.inputs = {x, scale_value, bias_value};
+  norm.outputs = {current};
+  norm.attributes.push_back(ir::Attribute{"epsilon", *eps});
+  norm.attributes.push_back(ir::Attribute{"num_groups", groups});
+  c.replace(absorbed, std::move(norm));
+  return true;
+}
+
 }  // namespace kiln::engine::passes

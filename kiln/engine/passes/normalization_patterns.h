@@ -33,4 +33,17 @@ bool rewrite_layer_norm(RewriteContext& c, size_t n);
 /// read by the pattern only. Returns true when rewritten.
 bool rewrite_rms_norm(RewriteContext& c, size_t n);
 
+/// Group normalization as PyTorch exports GroupNorm before opset 18, anchored at the
+/// InstanceNormalization node `n`:
+///   r = Reshape(x, [0 or N, G, -1 or the rest]); i = InstanceNormalization(r, s [G], b [G]);
+///   y = Reshape(i, Shape(x) or a constant of x's shape); then optionally Mul by and/or Add of
+///   constants of one value per channel ([C, 1, 1], [1, C, 1, 1], a scalar), either order
+/// → one `GroupNormalization(x, scale [C], bias [C])` with `num_groups` G and the
+/// InstanceNormalization's `epsilon`: scale = gamma[c] * s[g], bias = gamma[c] * b[g] + beta[c]
+/// (the opset-21 op; the reference kernels and the CPU device implement it). x f32 [N, C, ...]
+/// of known rank, C static and a multiple of G; s and b constant; r and i read by the pattern
+/// only (x may have other readers; the Shape node is absorbed when only the Reshape reads it).
+/// Returns true when rewritten.
+bool rewrite_group_norm(RewriteContext& c, size_t n);
+
 }  // namespace kiln::engine::passes

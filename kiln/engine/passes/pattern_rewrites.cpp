@@ -25,7 +25,8 @@ class Rewriter {
       if (c_.removed(n)) continue;
       // (A scale of a Conv's input first: a Div by a scalar would become a Mul, passed over.)
       if (fold_conv_input_scale(c_, n) || gelu(n) || reciprocal(n) || square(n) ||
-          rewrite_layer_norm(c_, n) || rewrite_rms_norm(c_, n) || fold_conv_affine(c_, n)) {
+          rewrite_layer_norm(c_, n) || rewrite_rms_norm(c_, n) || rewrite_group_norm(c_, n) ||
+          fold_conv_affine(c_, n)) {
         ++rewrites;
       }
     }
@@ -147,8 +148,6 @@ class Rewriter {
 
 }  // namespace
 
-size_t rewrite_patterns(ir::Model& model, ir::Graph& graph) {
-  return Rewriter(model, graph).run();
-}
+size_t rewrite_patterns(ir::Model& model, ir::Graph& graph) { return Rewriter(model, graph).run(); }
 
 }  // namespace kiln::engine::passes

@@ -16,7 +16,8 @@ namespace kiln::engine::passes {
 ///   (exact; no powf per element);
 /// - layer normalization decomposed into ReduceMean, Sub, Pow, Sqrt, Div... →
 ///   `LayerNormalization`, and RMS normalization (Pow, ReduceMean, Sqrt, Reciprocal, Mul...) →
-///   `RMSNormalization` (normalization_patterns.h);
+///   `RMSNormalization`, and PyTorch's GroupNorm export (Reshape, InstanceNormalization,
+///   Reshape, Mul, Add) → `GroupNormalization` (normalization_patterns.h);
 /// - a Conv followed by an inference BatchNormalization, or by a Mul, Div, Add or Sub of
 ///   per-channel constants → the Conv with them folded into its weights (conv_folding.h).
 /// Intermediate values must be read by the pattern only (not by other nodes, regions or the

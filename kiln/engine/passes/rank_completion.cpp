@@ -35,6 +35,7 @@ const std::set<std::string>& same_shape_ops() {
                                             "Exp",
                                             "Floor",
                                             "Gelu",
+                                            "GroupNormalization",
                                             "HardSigmoid",
                                             "HardSwish",
                                             "Identity",
@@ -108,7 +109,14 @@ std::optional<Shape> broadcast(const std::vector<const Shape*>& shapes) {
 
 class Completer {
  public:
-  Completer(const ir::Model& model, ir::Graph& graph) : model_(model), graph_(graph) {}
+  Completer(const ir::Model& model, ir::Graph& graph)
+      : model_(model), graph_(graph), producer_(graph.values.size(), nullptr) {
+    for (const ir::Node& node : graph_.nodes) {
+      for (int out : node.outputs) {
+        if (out >= 0) producer_[static_cast<size_t>(out)] = &node;
+      }
+    }
+  }
 
   size_t run() {
     size_t completed = 0;
@@ -197,6 +205,7 @@ class Completer {
     if (op == "MatMul") return matmul(node);
     if (op == "Transpose") return transpose(node);
     if (op == "Reshape") return reshape(node);
+    if (op == "Conv") return conv(node);
     if (is_reduction(op)) return reduction(node);
     if (op == "Unsqueeze") return unsqueeze(node);
     if (op == "Squeeze") return squeeze(node);
@@ -273,7 +282,26 @@ class Completer {
     return out;
   }
 
+  // [N, C_out, unknown spatial...]: the batch of X, the output channels of W.
+  std::optional<Shape> conv(const ir::Node& node) {
+    const Shape* x = input_shape(node, 0);
+    const Shape* w = input_shape(node, 1);
+    if (x == nullptr || w == nullptr || x->size() < 3 || w->size() != x->size()) {
+      return std::nullopt;
+    }
+    Shape out = {(*x)[0], (*w)[0]};
+    for (size_t d = 2; d < x->size(); ++d) out.push_back(ir::Dim::symbol(""));
+    return out;
+  }
+
   std::optional<Shape> reshape(const ir::Node& node) {
+    // To the shape of a value (Reshape(y, Shape(v)), as PyTorch restores a shape): v's dims.
+    const int target = node.inputs.size() > 1 ? node.inputs[1] : -1;
+    const ir::Node* from = target >= 0 ? producer_[static_cast<size_t>(target)] : nullptr;
+    if (input_shape(node, 0) != nullptr && from != nullptr && from->op == "Shape" &&
+        from->domain.empty() && from->attributes.empty() && from->inputs.size() == 1) {
+      if (const Shape* v = input_shape(*from, 0)) return *v;
+    }
     const Shape* shape = input_shape(node, 1);
     if (input_shape(node, 0) == nullptr || shape == nullptr || shape->size() != 1 ||
         !(*shape)[0].is_static() || (*shape)[0].value() > static_cast<int64_t>(kMostDims)) {
@@ -353,6 +381,7 @@ class Completer {
 
   const ir::Model& model_;
   ir::Graph& graph_;
+  std::vector<const ir::Node*> producer_;  ///< Of each value, its top-level node (or null).
 };
 
 }  // namespace

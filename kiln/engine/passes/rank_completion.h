@@ -18,7 +18,9 @@ namespace kiln::engine::passes {
 ///   one (the only size a valid broadcast allows), else a new unknown;
 /// - MatMul: the broadcast batch dims, then A's rows and B's columns;
 /// - Transpose: the input's dims permuted;
-/// - Reshape: as many unknown dims as the 1-D shape input has elements;
+/// - Reshape: to `Shape(v)` (no start or end), v's shape; else as many unknown dims as the 1-D
+///   shape input has elements;
+/// - Conv: X's batch, W's output channels, unknown spatial dims;
 /// - reductions with their axes given (attribute or constant input): the kept or dropped axes;
 /// - Unsqueeze and Squeeze with constant axes;
 /// - Split: each part the input's dims, its size on the axis when the sizes are known.

@@ -1,4 +1,4 @@
-// LayerNormalization, BatchNormalization, InstanceNormalization, LRN and
+// LayerNormalization, BatchNormalization, InstanceNormalization, GroupNormalization, LRN and
 // MeanVarianceNormalization against hand values and naive double-precision loops.
 
 #include <kiln/kernels/kernels.h>
@@ -281,6 +281,83 @@ TEST(InstanceNorm, NormalizesEachChannelOfEachSample) {
   Status status = instance_norm(x.tensor(), bad.tensor(), bias.tensor(), 1e-5, out.tensor());
   EXPECT_EQ(status.code(), Error::InvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("input 1 (scale) has shape [2] (expected [3]"));
+}
+
+// Statistics over each (n, group): the group's channels and all their pixels; the scale and
+// bias per channel (opset 21) or per group (opset 18).
+TEST(GroupNorm, NormalizesEachGroupOfEachSample) {
+  const Shape shape = {2, 6, 2, 3};  // 3 groups of 2 channels, 6 pixels each
+  const auto xs = test_helpers::random_values<float>(72, 21, -4, 4);
+  const std::vector<float> gamma = {1, 2, 3, -1, 0.5f, 4}, beta = {-1, 0, 1, 2, 3, -2};
+  auto x = OwnedTensor::of<float>(shape, xs);
+  auto scale = OwnedTensor::of<float>({6}, gamma);
+  auto bias = OwnedTensor::of<float>({6}, beta);
+  auto out = OwnedTensor::zeros(ScalarType::Float32, shape);
+  ASSERT_TRUE(group_norm(x.tensor(), scale.tensor(), bias.tensor(), 3, 1e-2, out.tensor()).ok());
+  const auto y = out.values<float>();
+  for (int row = 0; row < 6; ++row) {  // (n, group)
+    double mu = 0, var = 0;
+    for (int i = 0; i < 12; ++i) mu += xs[row * 12 + i];
+    mu /= 12;
+    for (int i = 0; i < 12; ++i) var += std::pow(xs[row * 12 + i] - mu, 2);
+    var /= 12;
+    for (int i = 0; i < 12; ++i) {
+      const int c = (row % 3) * 2 + i / 6;
+      const double expected = (xs[row * 12 + i] - mu) / std::sqrt(var + 1e-2) * gamma[c] + beta[c];
+      EXPECT_NEAR(y[row * 12 + i], expected, 1e-5) << row << " " << i;
+    }
+  }
+
+  // One group per channel is instance normalization.
+  auto instance = OwnedTensor::zeros(ScalarType::Float32, shape);
+  ASSERT_TRUE(
+      instance_norm(x.tensor(), scale.tensor(), bias.tensor(), 1e-2, instance.tensor()).ok());
+  ASSERT_TRUE(group_norm(x.tensor(), scale.tensor(), bias.tensor(), 6, 1e-2, out.tensor()).ok());
+  EXPECT_EQ(out.values<float>(), instance.values<float>());
+
+  // Opset 18: one scale and bias per group, as that value for each of its channels.
+  auto group_scale = OwnedTensor::of<float>({3}, {2, -1, 4});
+  auto group_bias = OwnedTensor::of<float>({3}, {0, 2, -2});
+  auto channel_scale = OwnedTensor::of<float>({6}, {2, 2, -1, -1, 4, 4});
+  auto channel_bias = OwnedTensor::of<float>({6}, {0, 0, 2, 2, -2, -2});
+  auto expanded = OwnedTensor::zeros(ScalarType::Float32, shape);
+  ASSERT_TRUE(
+      group_norm(x.tensor(), group_scale.tensor(), group_bias.tensor(), 3, 1e-5, out.tensor())
+          .ok());
+  ASSERT_TRUE(group_norm(x.tensor(), channel_scale.tensor(), channel_bias.tensor(), 3, 1e-5,
+                         expanded.tensor())
+                  .ok());
+  EXPECT_EQ(out.values<float>(), expanded.values<float>());
+
+  // Through the kernel: the attributes, and the errors naming the culprit.
+  auto result = OwnedTensor::resizable(ScalarType::Float32, 4);
+  EValue in_x(x.tensor()), in_s(scale.tensor()), in_b(bias.tensor()), r(result.tensor());
+  ASSERT_TRUE(run_kernel("GroupNormalization", {&in_x, &in_s, &in_b}, {&r},
+                         attrs({{"num_groups", 3}, {"epsilon", EValue(1e-2)}}))
+                  .ok());
+  EXPECT_EQ(sizes_of(r), shape);
+  ASSERT_TRUE(group_norm(x.tensor(), scale.tensor(), bias.tensor(), 3, 1e-2, out.tensor()).ok());
+  const float* got = r.to_tensor().data_ptr<float>();
+  EXPECT_EQ(std::vector<float>(got, got + 72), out.values<float>());
+  Status status = run_kernel("GroupNormalization", {&in_x, &in_s, &in_b}, {&r});
+  EXPECT_EQ(status.code(), Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("attribute 'num_groups' is missing"));
+  status =
+      run_kernel("GroupNormalization", {&in_x, &in_s, &in_b}, {&r}, attrs({{"num_groups", 4}}));
+  EXPECT_EQ(status.code(), Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("num_groups is 4 (expected a divisor of the 6 channels"));
+  auto bad = OwnedTensor::of<float>({2}, {1, 1});
+  EValue in_bad(bad.tensor());
+  status =
+      run_kernel("GroupNormalization", {&in_x, &in_bad, &in_b}, {&r}, attrs({{"num_groups", 3}}));
+  EXPECT_EQ(status.code(), Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("input 1 (scale) has shape [2] (expected [6]"));
+  auto flat = OwnedTensor::of<float>({2, 6}, std::vector<float>(12, 1.0f));
+  EValue in_flat(flat.tensor());
+  status =
+      run_kernel("GroupNormalization", {&in_flat, &in_s, &in_b}, {&r}, attrs({{"num_groups", 3}}));
+  EXPECT_EQ(status.code(), Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("input 0 has rank 2"));
 }
 
 TEST(Lrn, SumsSquaresOverNeighbouringChannels) {

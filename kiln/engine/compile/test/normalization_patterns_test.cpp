@@ -4,6 +4,7 @@
 // reference interpreter.
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/passes/pattern_rewrites.h>
+#include <kiln/engine/passes/rank_completion.h>
 
 namespace kiln::engine {
 namespace {
@@ -201,6 +202,59 @@ TEST(NormalizationPatterns, InstanceNormRunsOnKilnRowsInStaticAndGenericPlans) {
         ASSERT_EQ(f->placement().size(), 1u);
         EXPECT_EQ(f->placement()[0].device, "cpu:kiln") << f->placement()[0].detail;
         EXPECT_THAT(f->placement()[0].detail, ::testing::HasSubstr("instance normalization"));
+        std::vector<Buffer> outputs = output_buffers(*f);
+        ASSERT_TRUE(run(*f, inputs, outputs).ok());
+        expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 1e-5);
+      }
+    }
+  }
+}
+
+// PyTorch's GroupNorm export: x [N, 8, H, W] reshaped into 4 groups, instance-normalized (a
+// scale and bias per group), reshaped back by Shape(x) and given a per-channel Mul and Add.
+ir::Model group_decomposed_model() {
+  ModelBuilder b;
+  int x = b.input("x", {ir::Dim::symbol("N"), 8, ir::Dim::symbol("H"), 20});
+  int r = b.unknown("r"), i = b.unknown("i"), n = b.unknown("n");
+  int shape = b.unknown("shape", ScalarType::Int64);
+  int g = b.unknown("g"), y = b.unknown("y");
+  b.node("Reshape", {x, b.int_weight("split", {0, 4, -1})}, {r});
+  b.node("InstanceNormalization", {r, b.weight("s", {4}), b.weight("b", {4})}, {i},
+         {ir::Attribute{"epsilon", 1e-3}});
+  b.node("Shape", {x}, {shape});
+  b.node("Reshape", {i, shape}, {n});
+  b.node("Mul", {n, b.weight("gamma", {8, 1, 1})}, {g});
+  b.node("Add", {g, b.weight("beta", {8, 1, 1})}, {y});
+  b.output(y);
+  return b.build();
+}
+
+// The rewritten GroupNormalization runs on kiln's row loops in static plans and in the
+// shape-generic one, on one and two threads, with the results of the graph as written.
+TEST(NormalizationPatterns, GroupNormRunsOnKilnRowsInStaticAndGenericPlans) {
+  const ir::Model original = group_decomposed_model();
+  ir::Model rewritten = original;
+  passes::complete_ranks(rewritten, rewritten.functions[0]);
+  EXPECT_EQ(passes::rewrite_patterns(rewritten, rewritten.functions[0]), 1u);
+  ASSERT_EQ(rewritten.functions[0].nodes.size(), 1u);
+  EXPECT_EQ(rewritten.functions[0].nodes[0].op, "GroupNormalization");
+  for (int threads : {1, 2}) {
+    CompileOptions options;
+    options.num_threads = threads;
+    auto generic = compile::specialize_generic(rewritten, "main", cpu_only(), options);
+    ASSERT_TRUE(generic.ok()) << generic.status().to_string();
+    for (const std::vector<int64_t>& sizes :
+         std::vector<std::vector<int64_t>>{{2, 8, 3, 20}, {1, 8, 300, 20}}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + " " + runtime::shape_to_string(sizes));
+      auto fixed = compile::specialize(rewritten, "main", {sizes}, cpu_only(), options);
+      ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+      std::vector<Buffer> inputs;
+      inputs.push_back(random_input(ScalarType::Float32, sizes, 71));
+      std::vector<Buffer> expected = interpret(original, {&inputs[0].tensor});
+      for (compile::CompiledFunction* f : {fixed->get(), generic->get()}) {
+        ASSERT_EQ(f->placement().size(), 1u);
+        EXPECT_EQ(f->placement()[0].device, "cpu:kiln") << f->placement()[0].detail;
+        EXPECT_THAT(f->placement()[0].detail, ::testing::HasSubstr("group normalization"));
         std::vector<Buffer> outputs = output_buffers(*f);
         ASSERT_TRUE(run(*f, inputs, outputs).ok());
         expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 1e-5);

@@ -81,6 +81,41 @@ TEST(RankCompletion, EachRuleGivesTheShapeItsOpImplies) {
   EXPECT_EQ(type_of(model, am).shape, (std::vector<Dim>{zs[0], 1, 16}));
 }
 
+// A Reshape to Shape(v) takes v's dims (PyTorch's GroupNorm restores its input's shape so), and
+// a Conv gives X's batch and W's output channels: the group normalization after a Conv whose
+// input ONNX left without a shape is still found.
+TEST(RankCompletion, ReshapeToAValuesShapeAndConvKeepWhatTheyKnow) {
+  ModelBuilder b;
+  const Dim batch = Dim::symbol("N");
+  int x = b.input("x", {batch, 8, 5, 6});
+  int split = b.input("split", {3}, ScalarType::Int64);
+  int r = b.unknown("r"), back = b.unknown("back"), c = b.unknown("c");
+  int s = b.unknown("s", ScalarType::Int64);
+  int sliced = b.unknown("sliced", ScalarType::Int64), partial = b.unknown("partial");
+  b.node("Reshape", {x, split}, {r});
+  b.node("Shape", {x}, {s});
+  b.node("Reshape", {r, s}, {back});
+  b.node("Conv", {back, b.weight("w", {16, 8, 3, 3})}, {c});
+  b.node("Shape", {x}, {sliced}, {int_attr("start", 1)});
+  b.node("Reshape", {r, sliced}, {partial});
+  b.output(c);
+  b.output(partial);
+  ir::Model model = b.build();
+  passes::complete_ranks(model, model.functions[0]);
+  EXPECT_EQ(type_of(model, back).shape, (std::vector<Dim>{batch, 8, 5, 6}));
+  const auto& cs = type_of(model, c).shape;
+  ASSERT_EQ(cs.size(), 4u);
+  EXPECT_EQ(cs[0], batch);
+  EXPECT_EQ(cs[1], Dim(16));
+  EXPECT_TRUE(anonymous(cs[2]) && anonymous(cs[3]));
+  // Part of a shape (start = 1) is not the value's own: as many unknowns as it has elements,
+  // when that is known.
+  const ir::TensorType& p = type_of(model, partial);
+  if (p.rank_known) {
+    for (const Dim& d : p.shape) EXPECT_TRUE(anonymous(d)) << d.to_string();
+  }
+}
+
 TEST(RankCompletion, WhatTheOpsDoNotAllowOrDoNotTellStaysUnknown) {
   ModelBuilder b;
   int p = b.input("p", {3});

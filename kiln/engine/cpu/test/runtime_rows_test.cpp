@@ -1,5 +1,5 @@
-// RuntimeRows (Softmax, LogSoftmax, LayerNormalization, RMSNormalization and
-// InstanceNormalization of run-time shapes, for shape-generic plans) against the reference kernels
+// RuntimeRows (Softmax, LogSoftmax, LayerNormalization, RMSNormalization, InstanceNormalization
+// and GroupNormalization of run-time shapes, for shape-generic plans) against the reference kernels
 // on seeded random data: one op over many shapes and thread counts, rows of whole vectors and
 // remainders, special values, the calls it leaves to the reference kernel, and its errors.
 
@@ -223,6 +223,86 @@ TEST(RuntimeRows, InstanceNormMatchesTheReferenceOverShapesAndThreads) {
       expect_near(c.run(**op), expected);
     }
   }
+}
+
+// Each (n, group) row over the group's channels and the spatial axes, each channel its own
+// scale and bias (a wrong channel or group index shows in batches and in groups of several
+// channels), on the rows of run-time shapes and as the CpuOp of known shapes, against the
+// reference kernel; one group, one channel a group, remainders of a vector.
+TEST(RuntimeRows, GroupNormMatchesTheReferenceOverShapesGroupsAndThreads) {
+  struct Shape {
+    std::vector<int64_t> sizes;
+    int64_t groups;
+  };
+  const std::vector<Shape> shapes = {{{1, 8, 4, 4}, 2},     {{2, 6, 7}, 3},    {{2, 12, 5, 3}, 4},
+                                     {{1, 64, 20, 20}, 32}, {{1, 8, 3, 3}, 1}, {{2, 4, 17}, 4},
+                                     {{1, 4, 2, 3, 2}, 2},  {{0, 4, 4}, 2}};
+  uint32_t seed = 900;
+  for (int threads : {1, 2}) {
+    for (const Shape& shape : shapes) {
+      SCOPED_TRACE(runtime::shape_to_string(shape.sizes) + " in " + std::to_string(shape.groups) +
+                   " groups, " + std::to_string(threads) + " thread(s)");
+      OwnedTensor x = random_tensor(shape.sizes, seed++, -3.0, 5.0);
+      OwnedTensor scale = random_tensor({shape.sizes[1]}, seed++, -2.0, 2.0);
+      OwnedTensor bias = random_tensor({shape.sizes[1]}, seed++, -1.0, 1.0);
+      OwnedTensor expected = zeros(shape.sizes);
+      ASSERT_TRUE(kernels::group_norm(x.tensor(), scale.tensor(), bias.tensor(), shape.groups, 1e-3,
+                                      expected.tensor())
+                      .ok());
+      const std::vector<ir::Attribute> attributes = {float_attr("epsilon", 1e-3),
+                                                     int_attr("num_groups", shape.groups)};
+      auto rows = RuntimeRows::create(
+          desc_of("GroupNormalization", 0, attributes, threads, {&scale.tensor(), &bias.tensor()}));
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_THAT((*rows)->describe(), HasSubstr("group normalization"));
+      expect_near(run(**rows, x.tensor()), expected);
+
+      Case c("GroupNormalization", attributes);
+      c.desc.num_threads = threads;
+      c.add(std::move(x), false);
+      c.add(std::move(scale), true);
+      c.add(std::move(bias), true);
+      auto op = c.create();
+      ASSERT_TRUE(op.ok()) << op.status();
+      EXPECT_EQ((*op)->provider(), "kiln");
+      EXPECT_THAT((*op)->describe(), HasSubstr("group normalization"));
+      expect_near(c.run(**op), expected);
+    }
+  }
+}
+
+// A scale and bias of one value per group (opset 18) run on the reference kernel, as do groups
+// that do not divide the channels (which it rejects, naming them); no num_groups, or one under
+// 1, is rejected at creation.
+TEST(RuntimeRows, GroupNormLeavesWhatItDoesNotCoverToTheReference) {
+  OwnedTensor x = random_tensor({2, 6, 5}, 11);
+  OwnedTensor group_scale = random_tensor({3}, 12), group_bias = random_tensor({3}, 13);
+  auto rows = RuntimeRows::create(desc_of("GroupNormalization", 3, {int_attr("num_groups", 3)}, 1,
+                                          {&group_scale.tensor(), &group_bias.tensor()}));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  OwnedTensor expected = zeros({2, 6, 5});
+  ASSERT_TRUE(kernels::group_norm(x.tensor(), group_scale.tensor(), group_bias.tensor(), 3, 1e-5,
+                                  expected.tensor())
+                  .ok());
+  expect_near(run(**rows, x.tensor()), expected);
+
+  OwnedTensor scale = random_tensor({6}, 14), bias = random_tensor({6}, 15);
+  auto four = RuntimeRows::create(desc_of("GroupNormalization", 3, {int_attr("num_groups", 4)}, 1,
+                                          {&scale.tensor(), &bias.tensor()}));
+  ASSERT_TRUE(four.ok()) << four.status();
+  OwnedTensor out = zeros({2, 6, 5});
+  runtime::Status status = (*four)->run(x.tensor(), out.tensor());
+  EXPECT_EQ(status.code(), Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("num_groups is 4"));
+
+  auto missing = RuntimeRows::create(
+      desc_of("GroupNormalization", 3, {}, 1, {&scale.tensor(), &bias.tensor()}));
+  EXPECT_EQ(missing.status().code(), Error::InvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("'num_groups' is missing"));
+  auto zero = RuntimeRows::create(desc_of("GroupNormalization", 3, {int_attr("num_groups", 0)}, 1,
+                                          {&scale.tensor(), &bias.tensor()}));
+  EXPECT_EQ(zero.status().code(), Error::InvalidArgument);
+  EXPECT_THAT(zero.status().message(), HasSubstr("'num_groups' is 0"));
 }
 
 // Parameters that are not one value per channel go to the reference kernel, which names them;
