@@ -1,7 +1,8 @@
 // Fusion: Conv/ConvTranspose/MatMul/Gemm followed by a bias Add, one residual Add (not after a
-// ConvTranspose) and activations (and Muls by a constant scalar) becomes one oneDNN op with a
-// bias and post-ops. A fused node is one whose input is the chain's current result, read by that
-// node alone and not a function output.
+// ConvTranspose) and activations (SiLU's x * sigmoid(x) among them, and Muls by a constant
+// scalar) becomes one oneDNN op with a bias and post-ops. A fused node is one whose input is the
+// chain's current result, read by that node alone and not a function output (SiLU's pair reads
+// it twice, and nothing else does).
 #include <kiln/engine/compile/function_plan.h>
 
 #include <algorithm>
@@ -103,6 +104,38 @@ const ir::Node* chain_next(const FusionContext& c, int current, size_t& index) {
   return &next;
 }
 
+// SiLU as exporters write it, x * sigmoid(x): `current` read exactly twice, by a Sigmoid of it
+// (whose output only the Mul reads) and by the Mul of `current` and that, in either order; both
+// after `anchor`, of one output, in the default domain, not absorbed yet. Sets their indices and
+// returns the Mul's output, or -1.
+int silu_next(const FusionContext& c, size_t anchor, int current, size_t& sigmoid_index,
+              size_t& mul_index) {
+  if (c.num_uses[current] != 2) return -1;
+  std::vector<size_t> readers;
+  for (size_t i = anchor + 1; i < c.graph.nodes.size() && readers.size() <= 2; ++i) {
+    for (int input : c.graph.nodes[i].inputs) {
+      if (input == current) readers.push_back(i);
+    }
+  }
+  if (readers.size() != 2 || readers[0] == readers[1]) return -1;  // Mul(x, x) is x squared
+  auto plain = [&](size_t i, const char* op, size_t inputs) {
+    const ir::Node& n = c.graph.nodes[i];
+    return !c.absorbed[i] && n.op == op && n.domain.empty() && n.regions.empty() &&
+           n.inputs.size() == inputs && n.outputs.size() == 1 && n.outputs[0] >= 0;
+  };
+  sigmoid_index = readers[0];
+  mul_index = readers[1];
+  if (!plain(sigmoid_index, "Sigmoid", 1) || !plain(mul_index, "Mul", 2)) return -1;
+  const int s = c.graph.nodes[sigmoid_index].outputs[0];
+  const ir::Node& mul = c.graph.nodes[mul_index];
+  const bool reads_both = (mul.inputs[0] == current && mul.inputs[1] == s) ||
+                          (mul.inputs[0] == s && mul.inputs[1] == current);
+  if (!reads_both || c.num_uses[s] != 1 || c.consumer[s] != static_cast<int>(mul_index)) {
+    return -1;
+  }
+  return mul.outputs[0];
+}
+
 // `group` ending at `current`, or nullopt when nothing was absorbed.
 std::optional<FusionGroup> finished(FusionGroup group, int current) {
   if (group.absorbed.empty()) return std::nullopt;
@@ -130,7 +163,21 @@ std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_ind
   if (out == nullptr || c.slots[current]->dtype != ScalarType::Float32) return std::nullopt;
   bool bias_done = has_bias_input(anchor);
   size_t next_index = 0;
-  while (const ir::Node* next_node = chain_next(c, current, next_index)) {
+  for (;;) {
+    size_t sigmoid_index = 0, mul_index = 0;
+    const int silu = silu_next(c, anchor_index, current, sigmoid_index, mul_index);
+    if (silu >= 0) {
+      const std::vector<int64_t>* silu_out = static_sizes(c, silu);
+      if (silu_out == nullptr || *silu_out != *out) break;
+      group.post_ops.push_back(PostOp{PostOpKind::Swish});
+      group.absorbed.push_back(sigmoid_index);
+      group.absorbed.push_back(mul_index);
+      bias_done = true;
+      current = silu;
+      continue;
+    }
+    const ir::Node* next_node = chain_next(c, current, next_index);
+    if (next_node == nullptr) break;
     const ir::Node& next = *next_node;
     const std::vector<int64_t>* next_out = static_sizes(c, next.outputs[0]);
     if (next_out == nullptr || *next_out != *out) break;
@@ -183,7 +230,19 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
   FusionGroup group;
   int current = anchor.outputs[0];
   size_t next_index = 0;
-  while (const ir::Node* next_node = chain_next(c, current, next_index)) {
+  for (;;) {
+    size_t sigmoid_index = 0, mul_index = 0;
+    const int silu = silu_next(c, anchor_index, current, sigmoid_index, mul_index);
+    if (silu >= 0) {
+      if (c.slots[silu]->dtype != ScalarType::Float32) break;
+      group.post_ops.push_back(PostOp{PostOpKind::Swish});
+      group.absorbed.push_back(sigmoid_index);
+      group.absorbed.push_back(mul_index);
+      current = silu;
+      continue;
+    }
+    const ir::Node* next_node = chain_next(c, current, next_index);
+    if (next_node == nullptr) break;
     const ir::Node& next = *next_node;
     if (c.slots[next.outputs[0]]->dtype != ScalarType::Float32) break;
     if (next.op == "Add" && next.inputs.size() == 2 && next.inputs[0] != next.inputs[1]) {

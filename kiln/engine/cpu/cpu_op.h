@@ -39,6 +39,8 @@ enum class PostOpKind {
   AddResidual,
   /// alpha * x + beta: a Mul by a constant scalar (beta 0).
   Linear,
+  /// x * sigmoid(x) (SiLU, Swish): a Sigmoid of x and the Mul of x by it.
+  Swish,
 };
 
 /// One fused post-op; `alpha` and `beta` are Clip's bounds (Gelu: alpha 1 selects tanh).

@@ -174,6 +174,9 @@ Result<std::vector<int>> append_post_ops(const OpDesc& desc, const dnnl::memory:
       case PostOpKind::Linear:
         ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, post_op.alpha, post_op.beta);
         break;
+      case PostOpKind::Swish:  // x * sigmoid(alpha * x)
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+        break;
       case PostOpKind::AddResidual:
         if (use_sum) {
           if (!binary_indices.empty()) {

@@ -14,7 +14,7 @@ namespace kiln::engine::cpu::dnnl_impl {
 struct Epilogue {
   const float* row_bias = nullptr;  // [M], or null
   const float* col_bias = nullptr;  // [N], or null
-  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu, Linear; AddResidual
+  const PostOp* ops = nullptr;      // Relu, Clip, Sigmoid, Tanh, Gelu, Linear, Swish; AddResidual
                                     // for MatMul
   size_t num_ops = 0;
   const float* residual = nullptr;  // [M, N] (row stride ldc), for AddResidual
@@ -52,18 +52,21 @@ struct Epilogue {
       case PostOpKind::Linear:
         v = v * vec::splat(op.alpha) + vec::splat(op.beta);
         break;
+      case PostOpKind::Swish:
+        v = v * vec::sigmoid(v);
+        break;
     }
   }
   return v;
 }
 
-// Whether the loops apply every post-op of `desc`: Relu, Clip, Sigmoid, Tanh, Linear, and with
-// `streaming` (a matrix-vector product) Gelu and one residual too.
+// Whether the loops apply every post-op of `desc`: Relu, Clip, Sigmoid, Tanh, Linear, Swish, and
+// with `streaming` (a matrix-vector product) Gelu and one residual too.
 inline bool supported_post_ops(const OpDesc& desc, bool streaming = false) {
   return std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [streaming](const PostOp& op) {
     return op.kind == PostOpKind::Relu || op.kind == PostOpKind::Clip ||
            op.kind == PostOpKind::Sigmoid || op.kind == PostOpKind::Tanh ||
-           op.kind == PostOpKind::Linear ||
+           op.kind == PostOpKind::Linear || op.kind == PostOpKind::Swish ||
            (streaming && (op.kind == PostOpKind::Gelu || op.kind == PostOpKind::AddResidual));
   });
 }

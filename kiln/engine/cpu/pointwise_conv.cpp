@@ -69,9 +69,10 @@ struct Job {
   KILN_PW_ON(0, __VA_ARGS__)                                                           \
   KILN_PW_ON(1, __VA_ARGS__)                                                           \
   KILN_PW_ON(2, __VA_ARGS__)                                                           \
-  KILN_PW_ON(3, __VA_ARGS__) KILN_PW_ON(4, __VA_ARGS__) KILN_PW_ON(5, __VA_ARGS__)     \
-      KILN_PW_ON(6, __VA_ARGS__) KILN_PW_ON(7, __VA_ARGS__) KILN_PW_ON(8, __VA_ARGS__) \
-          KILN_PW_ON(9, __VA_ARGS__) KILN_PW_ON(10, __VA_ARGS__) KILN_PW_ON(11, __VA_ARGS__)
+  KILN_PW_ON(3, __VA_ARGS__)                                                           \
+  KILN_PW_ON(4, __VA_ARGS__) KILN_PW_ON(5, __VA_ARGS__) KILN_PW_ON(6, __VA_ARGS__)     \
+      KILN_PW_ON(7, __VA_ARGS__) KILN_PW_ON(8, __VA_ARGS__) KILN_PW_ON(9, __VA_ARGS__) \
+          KILN_PW_ON(10, __VA_ARGS__) KILN_PW_ON(11, __VA_ARGS__)
 
 // Output blocks [ob, ob + kBlocks) of pixels [p0, p0 + kP) of image n.
 template <int kP, int kBlocks>
@@ -133,6 +134,9 @@ template <int kP, int kBlocks>
       case PostOpKind::Tanh:
         KILN_PW_EACH(v = tanh_of(v))
         break;
+      case PostOpKind::Swish:
+        KILN_PW_EACH(v = v * sigmoid(v))
+        break;
       case PostOpKind::Linear: {
         const Floats alpha = splat(op.alpha), beta = splat(op.beta);
         KILN_PW_EACH(v = v * alpha + beta)
@@ -168,8 +172,9 @@ template <int kBlocks>
     KILN_PW_COUNT(1)
     KILN_PW_COUNT(2)
     KILN_PW_COUNT(3)
-    KILN_PW_COUNT(4) KILN_PW_COUNT(5) KILN_PW_COUNT(6) KILN_PW_COUNT(7) KILN_PW_COUNT(8)
-        KILN_PW_COUNT(9) KILN_PW_COUNT(10) KILN_PW_COUNT(11) KILN_PW_COUNT(12)
+    KILN_PW_COUNT(4)
+    KILN_PW_COUNT(5) KILN_PW_COUNT(6) KILN_PW_COUNT(7) KILN_PW_COUNT(8) KILN_PW_COUNT(9)
+        KILN_PW_COUNT(10) KILN_PW_COUNT(11) KILN_PW_COUNT(12)
 #undef KILN_PW_COUNT
             default : break;
   }
@@ -389,7 +394,8 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
       std::all_of(desc.post_ops.begin(), desc.post_ops.end(), [](const PostOp& p) {
         return p.kind == PostOpKind::Relu || p.kind == PostOpKind::Clip ||
                p.kind == PostOpKind::Sigmoid || p.kind == PostOpKind::Tanh ||
-               p.kind == PostOpKind::Linear || p.kind == PostOpKind::AddResidual;
+               p.kind == PostOpKind::Linear || p.kind == PostOpKind::Swish ||
+               p.kind == PostOpKind::AddResidual;
       });
   if (desc.op != "Conv" || desc.activation_layout != ActivationLayout::Blocked || x.size() != 4 ||
       ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || x[1] < kLanes || !all_float(desc) ||

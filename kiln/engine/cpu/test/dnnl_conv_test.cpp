@@ -45,6 +45,7 @@ TEST(DnnlConv, MatchesReferenceOverGeometryGroupsPostOpsAndLayouts) {
       {{PostOpKind::Relu}},
       {{PostOpKind::Clip, 0.0f, 6.0f}},
       {{PostOpKind::Sigmoid}},
+      {{PostOpKind::Swish}},
       {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
   uint32_t seed = 200;
   for (const ConvParams& p : params) {

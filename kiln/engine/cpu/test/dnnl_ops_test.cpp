@@ -24,15 +24,26 @@ using runtime::Tensor;
 // ---- MatMul, Gemm ----------------------------------------------------------------------------
 
 TEST(DnnlMatMul, MatchesReferenceOverShapesBiasAndPostOps) {
-  struct Shapes { std::vector<int64_t> a, b; };
-  const std::vector<Shapes> shapes = {{{4, 8}, {8, 5}},       {{1, 64}, {64, 33}},
-                                      {{3, 4, 8}, {8, 5}},    {{2, 1, 4, 8}, {3, 8, 5}},
-                                      {{3, 4, 8}, {3, 8, 5}}, {{8}, {8, 5}},
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  const std::vector<Shapes> shapes = {{{4, 8}, {8, 5}},
+                                      {{1, 64}, {64, 33}},
+                                      {{3, 4, 8}, {8, 5}},
+                                      {{2, 1, 4, 8}, {3, 8, 5}},
+                                      {{3, 4, 8}, {3, 8, 5}},
+                                      {{8}, {8, 5}},
                                       // Weights without batch dims: one 2-D product of all rows.
-                                      {{1, 1, 64}, {64, 33}}, {{2, 3, 4, 8}, {1, 8, 5}}};
+                                      {{1, 1, 64}, {64, 33}},
+                                      {{2, 3, 4, 8}, {1, 8, 5}}};
   const std::vector<std::vector<PostOp>> post_op_sets = {
-      {}, {{PostOpKind::Relu}}, {{PostOpKind::Gelu}}, {{PostOpKind::Sigmoid}},
-      {{PostOpKind::Tanh}}, {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Gelu}},
+      {{PostOpKind::Sigmoid}},
+      {{PostOpKind::Tanh}},
+      {{PostOpKind::Swish}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
   uint32_t seed = 1;
   for (const Shapes& s : shapes) {
     for (bool constant_b : {true, false}) {
@@ -81,20 +92,24 @@ TEST(DnnlGemm, MatchesReferenceOverTransposesAlphaBetaAndC) {
           for (const auto& c_shape : c_shapes) {
             for (bool constant_c : {true, false}) {
               SCOPED_TRACE("transA " + std::to_string(trans_a) + " transB " +
-                           std::to_string(trans_b) + " alpha " + std::to_string(alpha) +
-                           " beta " + std::to_string(beta) + " C " +
-                           runtime::shape_to_string(c_shape) + (constant_c ? " const" : ""));
+                           std::to_string(trans_b) + " alpha " + std::to_string(alpha) + " beta " +
+                           std::to_string(beta) + " C " + runtime::shape_to_string(c_shape) +
+                           (constant_c ? " const" : ""));
               Case c("Gemm", {int_attr("transA", trans_a), int_attr("transB", trans_b),
                               float_attr("alpha", alpha), float_attr("beta", beta)});
-              c.add(random_tensor(trans_a ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, seed++), false);
-              c.add(random_tensor(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, seed++), true);
+              c.add(random_tensor(trans_a ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
+                                  seed++),
+                    false);
+              c.add(random_tensor(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                                  seed++),
+                    true);
               if (!c_shape.empty()) c.add(random_tensor(c_shape, seed++), constant_c);
               OwnedTensor expected = zeros({m, n});
-              ASSERT_TRUE(kernels::gemm(c.at(0), c.at(1),
-                                        c_shape.empty() ? nullptr : &c.at(2),
-                                        expected.tensor(),
-                                        kernels::GemmOptions{alpha, beta, trans_a != 0, trans_b != 0})
-                              .ok());
+              ASSERT_TRUE(
+                  kernels::gemm(c.at(0), c.at(1), c_shape.empty() ? nullptr : &c.at(2),
+                                expected.tensor(),
+                                kernels::GemmOptions{alpha, beta, trans_a != 0, trans_b != 0})
+                      .ok());
               expect_near(c.run(), expected);
             }
           }
@@ -107,10 +122,12 @@ TEST(DnnlGemm, MatchesReferenceOverTransposesAlphaBetaAndC) {
 // ---- Pooling ---------------------------------------------------------------------------------
 
 TEST(DnnlPool, MatchesReferenceOverWindowsPadsAndModes) {
-  struct PoolParams { int64_t k, stride, pad, dilation, ceil, include_pad; };
-  const std::vector<PoolParams> params = {{2, 2, 0, 1, 0, 0}, {3, 2, 1, 1, 0, 0}, {3, 2, 1, 1, 0, 1},
-                                          {3, 1, 1, 1, 0, 1}, {3, 2, 0, 1, 1, 0}, {2, 1, 0, 2, 0, 0},
-                                          {3, 3, 1, 1, 1, 0}};
+  struct PoolParams {
+    int64_t k, stride, pad, dilation, ceil, include_pad;
+  };
+  const std::vector<PoolParams> params = {
+      {2, 2, 0, 1, 0, 0}, {3, 2, 1, 1, 0, 0}, {3, 2, 1, 1, 0, 1}, {3, 1, 1, 1, 0, 1},
+      {3, 2, 0, 1, 1, 0}, {2, 1, 0, 2, 0, 0}, {3, 3, 1, 1, 1, 0}};
   uint32_t seed = 500;
   for (std::string op : {"MaxPool", "AveragePool"}) {
     for (const PoolParams& p : params) {
@@ -154,7 +171,9 @@ TEST(DnnlPool, GlobalAveragePoolMatchesReference) {
 // A Conv computing in its own layout (nhwc or blocked) feeding GlobalAveragePool, as in a
 // classifier's head: the pool reads that layout, given plain (converted by the op) or native.
 TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
-  struct Shape { int64_t batch, channels, height, width; };
+  struct Shape {
+    int64_t batch, channels, height, width;
+  };
   const Shape shapes[] = {{1, 16, 13, 13}, {2, 7, 9, 5}, {1, 40, 3, 4}, {2, 24, 1, 1}};
   uint32_t seed = 650;
   for (const Shape& s : shapes) {
@@ -188,8 +207,9 @@ TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
     OwnedTensor from_plain = zeros({s.batch, s.channels, 1, 1});
     const Tensor* in = &plain.tensor();
     Tensor* out = &from_plain.tensor();
-    ASSERT_TRUE((*pool_op)->run(runtime::Span<const Tensor*>(&in, 1),
-                                runtime::Span<Tensor*>(&out, 1)).ok());
+    ASSERT_TRUE((*pool_op)
+                    ->run(runtime::Span<const Tensor*>(&in, 1), runtime::Span<Tensor*>(&out, 1))
+                    .ok());
     expect_near(from_plain, expected);
 
     // Native input: the Conv's bytes in its layout, read as they are.
@@ -201,13 +221,17 @@ TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
     const Tensor* conv_in = &conv.at(0);
     Tensor* conv_out = &native_tensor;
     const Tensor* conv_inputs[] = {conv_in, nullptr};
-    ASSERT_TRUE((*conv_op)->run(runtime::Span<const Tensor*>(conv_inputs, 2),
-                                runtime::Span<Tensor*>(&conv_out, 1)).ok());
+    ASSERT_TRUE((*conv_op)
+                    ->run(runtime::Span<const Tensor*>(conv_inputs, 2),
+                          runtime::Span<Tensor*>(&conv_out, 1))
+                    .ok());
     OwnedTensor from_native = zeros({s.batch, s.channels, 1, 1});
     const Tensor* pool_in = &native_tensor;
     Tensor* pool_out = &from_native.tensor();
-    ASSERT_TRUE((*pool_op)->run(runtime::Span<const Tensor*>(&pool_in, 1),
-                                runtime::Span<Tensor*>(&pool_out, 1)).ok());
+    ASSERT_TRUE(
+        (*pool_op)
+            ->run(runtime::Span<const Tensor*>(&pool_in, 1), runtime::Span<Tensor*>(&pool_out, 1))
+            .ok());
     expect_near(from_native, expected);
 
     // The engine's order: hand-overs before any run, then finish (which makes only the
@@ -221,12 +245,16 @@ TEST(DnnlPool, GlobalAveragePoolReadsItsProducersLayout) {
     ASSERT_TRUE((*pool2)->finish().ok());
     ASSERT_TRUE((*conv2)->finish().ok());  // once made, later calls do nothing
     std::fill(native.begin(), native.end(), 0.0f);
-    ASSERT_TRUE((*conv2)->run(runtime::Span<const Tensor*>(conv_inputs, 2),
-                              runtime::Span<Tensor*>(&conv_out, 1)).ok());
+    ASSERT_TRUE((*conv2)
+                    ->run(runtime::Span<const Tensor*>(conv_inputs, 2),
+                          runtime::Span<Tensor*>(&conv_out, 1))
+                    .ok());
     OwnedTensor finished = zeros({s.batch, s.channels, 1, 1});
     pool_out = &finished.tensor();
-    ASSERT_TRUE((*pool2)->run(runtime::Span<const Tensor*>(&pool_in, 1),
-                              runtime::Span<Tensor*>(&pool_out, 1)).ok());
+    ASSERT_TRUE(
+        (*pool2)
+            ->run(runtime::Span<const Tensor*>(&pool_in, 1), runtime::Span<Tensor*>(&pool_out, 1))
+            .ok());
     expect_near(finished, expected);
   }
 }
@@ -255,7 +283,8 @@ TEST(DnnlLayerNorm, MatchesReferenceOverAxesAndBias) {
   for (int64_t axis : {-1, 2, 1}) {
     for (bool bias : {true, false}) {
       for (bool constant : {true, false}) {
-        SCOPED_TRACE("axis " + std::to_string(axis) + (bias ? " bias" : "") + (constant ? " const" : ""));
+        SCOPED_TRACE("axis " + std::to_string(axis) + (bias ? " bias" : "") +
+                     (constant ? " const" : ""));
         Case c("LayerNormalization", {int_attr("axis", axis), float_attr("epsilon", 1e-3)});
         c.add(random_tensor(x, seed++, -3.0, 3.0), false);
         std::vector<int64_t> params(x.begin() + (axis < 0 ? axis + 4 : axis), x.end());
@@ -263,9 +292,9 @@ TEST(DnnlLayerNorm, MatchesReferenceOverAxesAndBias) {
         if (bias) c.add(random_tensor(params, seed++), constant);
         OwnedTensor expected = zeros(x);
         kernels::LayerNormOptions options{axis, 1e-3};
-        ASSERT_TRUE(kernels::layer_norm(c.at(0), c.at(1),
-                                        bias ? &c.at(2) : nullptr, options,
-                                        expected.tensor(), nullptr, nullptr).ok());
+        ASSERT_TRUE(kernels::layer_norm(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options,
+                                        expected.tensor(), nullptr, nullptr)
+                        .ok());
         expect_near(c.run(), expected);
       }
     }
@@ -274,7 +303,8 @@ TEST(DnnlLayerNorm, MatchesReferenceOverAxesAndBias) {
 
 TEST(DnnlBatchNorm, MatchesReferenceForInference) {
   uint32_t seed = 900;
-  for (const std::vector<int64_t>& x : {std::vector<int64_t>{2, 6, 5, 7}, std::vector<int64_t>{3, 6}}) {
+  for (const std::vector<int64_t>& x :
+       {std::vector<int64_t>{2, 6, 5, 7}, std::vector<int64_t>{3, 6}}) {
     SCOPED_TRACE(runtime::shape_to_string(x));
     Case c("BatchNormalization", {float_attr("epsilon", 1e-4)});
     c.add(random_tensor(x, seed++, -2.0, 2.0), false);
@@ -283,9 +313,9 @@ TEST(DnnlBatchNorm, MatchesReferenceForInference) {
     OwnedTensor expected = zeros(x);
     kernels::BatchNormOptions options;
     options.epsilon = 1e-4;
-    ASSERT_TRUE(kernels::batch_norm(c.at(0), c.at(1), c.at(2),
-                                    c.at(3), c.at(4), options,
-                                    expected.tensor(), nullptr, nullptr).ok());
+    ASSERT_TRUE(kernels::batch_norm(c.at(0), c.at(1), c.at(2), c.at(3), c.at(4), options,
+                                    expected.tensor(), nullptr, nullptr)
+                    .ok());
     expect_near(c.run(), expected);
   }
 }
@@ -301,8 +331,8 @@ TEST(DnnlUnary, MatchesReference) {
       {"Exp", [](const Tensor& x, Tensor& y) { return kernels::exp(x, y); }},
       {"Abs", [](const Tensor& x, Tensor& y) { return kernels::abs(x, y); }},
       {"Neg", [](const Tensor& x, Tensor& y) { return kernels::neg(x, y); }},
-      {"Gelu", [](const Tensor& x, Tensor& y) {
-         return kernels::gelu(x, kernels::GeluApproximation::None, y); }},
+      {"Gelu", [](const Tensor& x,
+                  Tensor& y) { return kernels::gelu(x, kernels::GeluApproximation::None, y); }},
   };
   uint32_t seed = 1000;
   for (const auto& [op, reference] : ops) {
@@ -321,8 +351,7 @@ TEST(DnnlUnary, ClipTakesBoundsFromConstantInputsOrAttributes) {
   inputs.add(OwnedTensor::of<float>({}, {-0.5f}), true);
   inputs.add(OwnedTensor::of<float>({}, {1.5f}), true);
   OwnedTensor expected = zeros({40});
-  ASSERT_TRUE(kernels::clip(inputs.at(0), &inputs.at(1),
-                            &inputs.at(2), expected.tensor()).ok());
+  ASSERT_TRUE(kernels::clip(inputs.at(0), &inputs.at(1), &inputs.at(2), expected.tensor()).ok());
   expect_near(inputs.run(), expected);
 
   Case attributes("Clip", {float_attr("min", -0.5), float_attr("max", 1.5)});
@@ -331,14 +360,17 @@ TEST(DnnlUnary, ClipTakesBoundsFromConstantInputsOrAttributes) {
 }
 
 TEST(DnnlBinary, MatchesReferenceWithBroadcast) {
-  struct Shapes { std::vector<int64_t> a, b; };
-  const std::vector<Shapes> shapes = {{{4, 5}, {4, 5}}, {{2, 3, 4}, {4}}, {{4}, {2, 3, 4}},
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  const std::vector<Shapes> shapes = {{{4, 5}, {4, 5}},    {{2, 3, 4}, {4}},       {{4}, {2, 3, 4}},
                                       {{2, 3, 4}, {3, 1}}, {{1, 3, 1}, {2, 3, 4}}, {{2, 3}, {}}};
   uint32_t seed = 1200;
   for (std::string op : {"Add", "Mul"}) {
     for (const Shapes& s : shapes) {
       for (bool constant_b : {false, true}) {
-        SCOPED_TRACE(op + " " + runtime::shape_to_string(s.a) + " " + runtime::shape_to_string(s.b));
+        SCOPED_TRACE(op + " " + runtime::shape_to_string(s.a) + " " +
+                     runtime::shape_to_string(s.b));
         Case c(op, {});
         c.add(random_tensor(s.a, seed++), false);
         c.add(random_tensor(s.b, seed++), constant_b);
@@ -392,7 +424,8 @@ TEST(DnnlErrors, UnsupportedRequestsNameTheCulprit) {
 
 size_t count_threads() {
   size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++count;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    ++count;
   return count;
 }
 
@@ -446,9 +479,9 @@ TEST(DnnlThreads, OneThreadStartsNoWorkersAndRestoresTheCallersSetting) {
   kernels::ConvTransposeOptions options;
   options.strides = {2, 2};
   OwnedTensor expected = zeros({1, 16, 80, 80});
-  ASSERT_TRUE(kernels::conv_transpose(deconv.at(0), deconv.at(1), nullptr, options,
-                                      expected.tensor())
-                  .ok());
+  ASSERT_TRUE(
+      kernels::conv_transpose(deconv.at(0), deconv.at(1), nullptr, options, expected.tensor())
+          .ok());
   expect_near(deconv.run(), expected);
   EXPECT_NE(deconv.description.find("as patches"), std::string::npos) << deconv.description;
 }

@@ -31,8 +31,11 @@ TEST(NarrowConv, MatchesTheReferenceOverChannelsGeometryBiasPostOpsAndThreads) {
       {{1, 12, 33, 49}, {2, 12, 4, 3}, {2, 0, 1, 2}},   // uneven kernel and pads
       {{1, 64, 24, 40}, {7, 64, 1, 1}, {0, 0, 0, 0}},   // 1x1
   };
-  const std::vector<std::vector<PostOp>> post_op_sets = {
-      {}, {{PostOpKind::Tanh}}, {{PostOpKind::Sigmoid}}, {{PostOpKind::Relu}}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {{},
+                                                         {{PostOpKind::Tanh}},
+                                                         {{PostOpKind::Sigmoid}},
+                                                         {{PostOpKind::Relu}},
+                                                         {{PostOpKind::Swish}}};
   uint32_t seed = 1200;
   for (int threads : {1, 2}) {
     for (const Geometry& g : geometries) {

@@ -181,6 +181,9 @@ inline void apply_post_ops(const std::vector<PostOp>& post_ops,
         case PostOpKind::Linear:
           v = double{p.alpha} * v + double{p.beta};
           break;
+        case PostOpKind::Swish:
+          v = v / (1.0 + std::exp(-v));
+          break;
       }
       y[i] = static_cast<float>(v);
     }

@@ -132,6 +132,7 @@ TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
       {{PostOpKind::Clip, 0.0f, 6.0f}},
       {{PostOpKind::Tanh}},
       {{PostOpKind::Sigmoid}},
+      {{PostOpKind::Swish}},
       {{PostOpKind::Linear, 0.5f, -0.25f}},
       {{PostOpKind::AddResidual}, {PostOpKind::Relu}},
       {{PostOpKind::Relu}, {PostOpKind::AddResidual}},

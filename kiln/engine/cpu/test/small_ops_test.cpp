@@ -44,6 +44,7 @@ TEST(SmallOps, ConvsMatchReferenceOverGeometryBiasAndPostOps) {
                                                          {{PostOpKind::Relu}},
                                                          {{PostOpKind::Clip, -0.5f, 0.5f}},
                                                          {{PostOpKind::Sigmoid}},
+                                                         {{PostOpKind::Swish}},
                                                          {{PostOpKind::Tanh}, {PostOpKind::Relu}}};
   uint32_t seed = 900;
   std::set<std::string> orientations;
