@@ -1,6 +1,7 @@
 // Fusion: Conv/ConvTranspose/MatMul/Gemm followed by a bias Add, one residual Add (not after a
 // ConvTranspose) and activations (SiLU's x * sigmoid(x) among them, and Muls by a constant
-// scalar) becomes one oneDNN op with a bias and post-ops. A fused node is one whose input is the
+// scalar) becomes one oneDNN op with a bias and post-ops; an instance or group normalization
+// followed by activations, one of kiln's row ops with them. A fused node is one whose input is the
 // chain's current result, read by that node alone and not a function output (SiLU's pair reads
 // it twice, and nothing else does).
 #include <kiln/engine/compile/function_plan.h>
@@ -152,8 +153,11 @@ bool has_bias_input(const ir::Node& anchor) {
 
 std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_index) {
   const ir::Node& anchor = c.graph.nodes[anchor_index];
+  // An instance or group normalization takes the activations after it (kiln's row loops apply
+  // them); no bias or residual.
+  const bool norm = anchor.op == "InstanceNormalization" || anchor.op == "GroupNormalization";
   if (anchor.op != "Conv" && anchor.op != "ConvTranspose" && anchor.op != "MatMul" &&
-      anchor.op != "Gemm") {
+      anchor.op != "Gemm" && !norm) {
     return std::nullopt;
   }
   if (anchor.outputs.size() != 1 || anchor.outputs[0] < 0) return std::nullopt;
@@ -182,7 +186,7 @@ std::optional<FusionGroup> find_fusion(const FusionContext& c, size_t anchor_ind
     const std::vector<int64_t>* next_out = static_sizes(c, next.outputs[0]);
     if (next_out == nullptr || *next_out != *out) break;
     if (next.op == "Add" && next.inputs.size() == 2) {
-      if (next.inputs[0] == next.inputs[1]) break;
+      if (next.inputs[0] == next.inputs[1] || norm) break;
       int other = next.inputs[0] == current ? next.inputs[1] : next.inputs[0];
       const std::vector<int64_t>* other_sizes = static_sizes(c, other);
       if (other_sizes == nullptr || c.slots[other]->dtype != ScalarType::Float32) break;

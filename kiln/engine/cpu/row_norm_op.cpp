@@ -20,9 +20,11 @@ class RowNormOp final : public CpuOp {
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
     const bool instance = desc.op == "InstanceNormalization" || desc.op == "GroupNormalization";
     const size_t num_params = instance ? 2 : 1;  // scale and B, or scale
-    if (desc.inputs.size() != num_params + 1 || desc.num_outputs != 1 || !desc.post_ops.empty()) {
+    // (Activations after an instance or group normalization: RuntimeRows applies them.)
+    if (desc.inputs.size() != num_params + 1 || desc.num_outputs != 1 ||
+        (!instance && !desc.post_ops.empty())) {
       return error(desc, Error::NotSupported,
-                   instance ? "expected X, scale and B, one output, no post-ops"
+                   instance ? "expected X, scale and B, one output"
                             : "expected X and scale, one output, no post-ops");
     }
     auto op = std::make_unique<RowNormOp>();

@@ -3,6 +3,7 @@
 // vector; AVX-512 and AVX2 clones).
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/runtime_rows.h>
 #include <kiln/engine/cpu/vector_math.h>
 #include <kiln/kernels/kernels.h>
@@ -27,6 +28,30 @@ using vec::kLanes;
 namespace {
 
 enum class RowKind { Softmax, LogSoftmax, LayerNorm, RmsNorm, InstanceNorm, GroupNorm };
+
+using dnnl_impl::Epilogue;
+
+// The activations fused after an instance or group normalization applied to `v`, stored whole
+// (`n` = kLanes) or as the first `n` floats of `out`.
+[[gnu::always_inline]] inline void store_activated(float* out, Floats v, int64_t n,
+                                                   const Epilogue& e) {
+  if (e.num_ops != 0) v = dnnl_impl::post_process(v, e, Floats{});
+  if (n == kLanes) {
+    vec::store(out, v);
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j] = v[j];
+  }
+}
+
+// The fused activations over `n` floats of `y` in place (after the reference kernel).
+KILN_VECTOR_CLONES void activate(float* y, int64_t n, const Epilogue& e) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) store_activated(y + j, vec::load(y + j), kLanes, e);
+  if (j == n) return;
+  Floats tail{};
+  for (int64_t k = j; k < n; ++k) tail[k - j] = y[k];
+  store_activated(y + j, tail, n - j, e);
+}
 
 // Below this many elements per thread, starting and joining threads costs more than the rows
 // (about 10 us of single-thread work).
@@ -145,10 +170,10 @@ KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin,
 // Instance normalization of rows [begin, end) of `cols` floats, row r being channel
 // r % `channels` of an [N, C, spatial...] tensor: (x - mean) / sqrt(var + eps) * scale[c] +
 // bias[c], with each row's mean and variance (two passes, float sums) and one multiply-add
-// an element.
+// an element, then the fused activations `e`.
 KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
                                            int64_t cols, int64_t channels, const float* scale,
-                                           const float* bias, float epsilon) {
+                                           const float* bias, float epsilon, const Epilogue& e) {
   const int64_t full = cols / kLanes * kLanes;
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t r = begin; r < end; ++r) {
@@ -159,8 +184,19 @@ KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t beg
     const float a = scale[c] / std::sqrt(squares * inv_cols + epsilon);
     const float b = bias[c] - mean * a;
     const Floats va = vec::splat(a), vb = vec::splat(b);
-    for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
-    for (int64_t j = full; j < cols; ++j) out[j] = in[j] * a + b;
+    if (e.num_ops == 0) {
+      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
+      for (int64_t j = full; j < cols; ++j) out[j] = in[j] * a + b;
+      continue;
+    }
+    for (int64_t j = 0; j < full; j += kLanes) {
+      store_activated(out + j, vec::load(in + j) * va + vb, kLanes, e);
+    }
+    if (full < cols) {
+      Floats tail{};
+      for (int64_t j = full; j < cols; ++j) tail[j - full] = in[j] * a + b;
+      store_activated(out + full, tail, cols - full, e);
+    }
   }
 }
 
@@ -170,7 +206,8 @@ KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t beg
 // (one multiply-add an element).
 KILN_VECTOR_CLONES void group_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
                                         int64_t groups, int64_t per_group, int64_t spatial,
-                                        const float* scale, const float* bias, float epsilon) {
+                                        const float* scale, const float* bias, float epsilon,
+                                        const Epilogue& e) {
   const int64_t cols = per_group * spatial;
   const int64_t full = spatial / kLanes * kLanes;
   const float inv_cols = 1.0f / static_cast<float>(cols);
@@ -184,8 +221,21 @@ KILN_VECTOR_CLONES void group_norm_rows(const float* x, float* y, int64_t begin,
       const float a = scale[c] * inv_std;
       const float b = bias[c] - mean * a;
       const Floats va = vec::splat(a), vb = vec::splat(b);
-      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
-      for (int64_t j = full; j < spatial; ++j) out[j] = in[j] * a + b;
+      if (e.num_ops == 0) {
+        for (int64_t j = 0; j < full; j += kLanes) {
+          vec::store(out + j, vec::load(in + j) * va + vb);
+        }
+        for (int64_t j = full; j < spatial; ++j) out[j] = in[j] * a + b;
+        continue;
+      }
+      for (int64_t j = 0; j < full; j += kLanes) {
+        store_activated(out + j, vec::load(in + j) * va + vb, kLanes, e);
+      }
+      if (full < spatial) {
+        Floats tail{};
+        for (int64_t j = full; j < spatial; ++j) tail[j - full] = in[j] * a + b;
+        store_activated(out + full, tail, spatial - full, e);
+      }
     }
   }
 }
@@ -231,7 +281,8 @@ struct RuntimeRows::Impl {
   float epsilon = 1e-5f;
   const Tensor* scale = nullptr;
   const Tensor* bias = nullptr;
-  int64_t groups = 0;  ///< GroupNormalization's num_groups.
+  int64_t groups = 0;            ///< GroupNormalization's num_groups.
+  std::vector<PostOp> post_ops;  ///< Activations fused after an instance or group normalization.
   int num_threads = 1;
 };
 
@@ -248,7 +299,18 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
                  "is not Softmax, LogSoftmax, LayerNormalization, RMSNormalization, "
                  "InstanceNormalization or GroupNormalization (no run-time-shape rows)");
   }
-  if (!desc.post_ops.empty()) return error(desc, Error::NotSupported, "has post-ops");
+  const bool per_channel = desc.op == "InstanceNormalization" || desc.op == "GroupNormalization";
+  for (const PostOp& p : desc.post_ops) {
+    const bool activation = p.kind == PostOpKind::Relu || p.kind == PostOpKind::Clip ||
+                            p.kind == PostOpKind::Sigmoid || p.kind == PostOpKind::Tanh ||
+                            p.kind == PostOpKind::Linear || p.kind == PostOpKind::Swish;
+    if (!per_channel || !activation) {
+      return error(desc, Error::NotSupported,
+                   per_channel ? "has a post-op other than an activation"
+                               : "has post-ops (only instance and group normalizations take "
+                                 "activations)");
+    }
+  }
   if (desc.num_outputs != 1) {
     return error(desc, Error::NotSupported,
                  "asks for " + std::to_string(desc.num_outputs) +
@@ -342,6 +404,7 @@ Result<std::unique_ptr<RuntimeRows>> RuntimeRows::create(const OpDesc& desc) {
     impl->bias = has_bias ? desc.constants[2] : nullptr;
   }
   impl->num_threads = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
+  impl->post_ops = desc.post_ops;
   return std::unique_ptr<RuntimeRows>(new RuntimeRows(std::move(impl)));
 }
 
@@ -401,11 +464,17 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
                   std::equal(sizes.begin(), sizes.end(), normalized.begin(), normalized.end());
     }
   }
-  if (!own_loops) {
-    if (group) {
-      return kernels::group_norm(x, *impl.scale, *impl.bias, impl.groups, impl.epsilon, out);
+  const Epilogue epilogue{nullptr, nullptr, impl.post_ops.data(), impl.post_ops.size(), nullptr};
+  if (!own_loops && instance) {
+    Status status =
+        group ? kernels::group_norm(x, *impl.scale, *impl.bias, impl.groups, impl.epsilon, out)
+              : kernels::instance_norm(x, *impl.scale, *impl.bias, impl.epsilon, out);
+    if (status.ok() && !impl.post_ops.empty()) {
+      activate(out.mutable_data_ptr<float>(), out.numel(), epilogue);
     }
-    if (instance) return kernels::instance_norm(x, *impl.scale, *impl.bias, impl.epsilon, out);
+    return status;
+  }
+  if (!own_loops) {
     if (impl.kind == RowKind::RmsNorm) {
       kernels::RmsNormOptions options;
       options.axis = impl.axis;
@@ -430,10 +499,11 @@ Status RuntimeRows::run(const Tensor& x, Tensor& out) {
   auto run_rows = [&](int64_t begin, int64_t end) {
     if (group) {
       group_norm_rows(in, result, begin, end, impl.groups, per_group, cols,
-                      impl.scale->data_ptr<float>(), impl.bias->data_ptr<float>(), impl.epsilon);
+                      impl.scale->data_ptr<float>(), impl.bias->data_ptr<float>(), impl.epsilon,
+                      epilogue);
     } else if (instance) {
       instance_norm_rows(in, result, begin, end, cols, x.size(1), impl.scale->data_ptr<float>(),
-                         impl.bias->data_ptr<float>(), impl.epsilon);
+                         impl.bias->data_ptr<float>(), impl.epsilon, epilogue);
     } else if (impl.kind == RowKind::RmsNorm) {
       rms_norm_rows(in, result, begin, end, cols, impl.scale->data_ptr<float>(), impl.epsilon);
     } else if (impl.kind == RowKind::LayerNorm) {

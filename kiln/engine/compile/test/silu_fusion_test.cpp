@@ -1,6 +1,7 @@
-// SiLU as exporters write it (x * sigmoid(x): a Sigmoid and a Mul both reading x) after a Conv
-// or MatMul is fused as one Swish post-op: on oneDNN's kernels and on kiln's own loops, with the
-// reference interpreter's results; spellings that are not x * sigmoid(x) stay as written.
+// SiLU as exporters write it (x * sigmoid(x): a Sigmoid and a Mul both reading x) after a Conv,
+// MatMul, instance or group normalization is fused as one Swish post-op: on oneDNN's kernels and on
+// kiln's own loops, with the reference interpreter's results; spellings that are not x * sigmoid(x)
+// stay as written.
 #include <kiln/engine/compile/test/test_models.h>
 
 namespace kiln::engine {
@@ -80,6 +81,46 @@ TEST(Specialize, WhatIsNotSiluIsNotFusedAsOne) {
   int sigmoid_steps = 0;
   for (const auto& entry : f->placement()) sigmoid_steps += entry.op == "Sigmoid";
   EXPECT_EQ(sigmoid_steps, 2);
+}
+
+// x [2, 8, 5, 6] → GroupNormalization (4 groups) → SiLU → InstanceNormalization → Relu → + x:
+// each normalization takes its activation; the residual Add stays a step (no residual after a
+// normalization).
+TEST(Specialize, ActivationsAfterInstanceAndGroupNormalizationAreFused) {
+  ModelBuilder b(43);
+  std::vector<ir::Dim> shape = {2, 8, 5, 6};
+  int x = b.input("x", shape);
+  int g = b.value("g", shape), s = b.value("s", shape), silu = b.value("silu", shape);
+  int n = b.value("n", shape), r = b.value("r", shape), y = b.value("y", shape);
+  b.node("GroupNormalization", {x, b.weight("gs", {8}), b.weight("gb", {8})}, {g},
+         {int_attr("num_groups", 4), ir::Attribute{"epsilon", 1e-3}});
+  b.node("Sigmoid", {g}, {s});
+  b.node("Mul", {g, s}, {silu});
+  b.node("InstanceNormalization", {silu, b.weight("is", {8}), b.weight("ib", {8})}, {n});
+  b.node("Relu", {n}, {r});
+  b.node("Add", {r, x}, {y});
+  b.output(y);
+  const ir::Model model = b.build();
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "not fused");
+    CompileOptions options;
+    options.fuse = fuse;
+    auto f = check_against_reference(model, {{2, 8, 5, 6}}, options);
+    ASSERT_NE(f, nullptr);
+    std::vector<std::string> ops;
+    for (const auto& entry : f->placement()) ops.push_back(entry.op);
+    if (fuse) {
+      EXPECT_EQ(ops,
+                (std::vector<std::string>{"GroupNormalization", "InstanceNormalization", "Add"}));
+      EXPECT_EQ(fused_count(*f, "Sigmoid"), 1);
+      EXPECT_EQ(fused_count(*f, "Mul"), 1);
+      EXPECT_EQ(fused_count(*f, "Relu"), 1);
+      EXPECT_EQ(f->placement()[0].device, "cpu:kiln");
+      EXPECT_EQ(f->placement()[1].device, "cpu:kiln");
+    } else {
+      EXPECT_EQ(ops.size(), 6u);
+    }
+  }
 }
 
 }  // namespace

@@ -237,11 +237,20 @@ TEST(RuntimeRows, GroupNormMatchesTheReferenceOverShapesGroupsAndThreads) {
   const std::vector<Shape> shapes = {{{1, 8, 4, 4}, 2},     {{2, 6, 7}, 3},    {{2, 12, 5, 3}, 4},
                                      {{1, 64, 20, 20}, 32}, {{1, 8, 3, 3}, 1}, {{2, 4, 17}, 4},
                                      {{1, 4, 2, 3, 2}, 2},  {{0, 4, 4}, 2}};
+  // Fused activations after it (SiLU's Swish among them), on whole vectors and tails.
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Swish}},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Linear, 2.0f, -1.0f}, {PostOpKind::Sigmoid}}};
   uint32_t seed = 900;
   for (int threads : {1, 2}) {
-    for (const Shape& shape : shapes) {
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      const Shape& shape = shapes[k];
+      const std::vector<PostOp>& post_ops = post_op_sets[k % post_op_sets.size()];
       SCOPED_TRACE(runtime::shape_to_string(shape.sizes) + " in " + std::to_string(shape.groups) +
-                   " groups, " + std::to_string(threads) + " thread(s)");
+                   " groups, " + std::to_string(post_ops.size()) + " post-op(s), " +
+                   std::to_string(threads) + " thread(s)");
       OwnedTensor x = random_tensor(shape.sizes, seed++, -3.0, 5.0);
       OwnedTensor scale = random_tensor({shape.sizes[1]}, seed++, -2.0, 2.0);
       OwnedTensor bias = random_tensor({shape.sizes[1]}, seed++, -1.0, 1.0);
@@ -249,16 +258,20 @@ TEST(RuntimeRows, GroupNormMatchesTheReferenceOverShapesGroupsAndThreads) {
       ASSERT_TRUE(kernels::group_norm(x.tensor(), scale.tensor(), bias.tensor(), shape.groups, 1e-3,
                                       expected.tensor())
                       .ok());
+      apply_post_ops(post_ops, {}, expected);
       const std::vector<ir::Attribute> attributes = {float_attr("epsilon", 1e-3),
                                                      int_attr("num_groups", shape.groups)};
-      auto rows = RuntimeRows::create(
-          desc_of("GroupNormalization", 0, attributes, threads, {&scale.tensor(), &bias.tensor()}));
+      OpDesc rows_desc =
+          desc_of("GroupNormalization", 0, attributes, threads, {&scale.tensor(), &bias.tensor()});
+      rows_desc.post_ops = post_ops;
+      auto rows = RuntimeRows::create(rows_desc);
       ASSERT_TRUE(rows.ok()) << rows.status();
       EXPECT_THAT((*rows)->describe(), HasSubstr("group normalization"));
       expect_near(run(**rows, x.tensor()), expected);
 
       Case c("GroupNormalization", attributes);
       c.desc.num_threads = threads;
+      c.desc.post_ops = post_ops;
       c.add(std::move(x), false);
       c.add(std::move(scale), true);
       c.add(std::move(bias), true);
@@ -285,6 +298,20 @@ TEST(RuntimeRows, GroupNormLeavesWhatItDoesNotCoverToTheReference) {
                                   expected.tensor())
                   .ok());
   expect_near(run(**rows, x.tensor()), expected);
+  // With a fused activation, applied after the reference kernel.
+  OpDesc swish = desc_of("GroupNormalization", 3, {int_attr("num_groups", 3)}, 1,
+                         {&group_scale.tensor(), &group_bias.tensor()});
+  swish.post_ops = {PostOp{PostOpKind::Swish}};
+  auto swish_rows = RuntimeRows::create(swish);
+  ASSERT_TRUE(swish_rows.ok()) << swish_rows.status();
+  apply_post_ops(swish.post_ops, {}, expected);
+  expect_near(run(**swish_rows, x.tensor()), expected);
+  // Only activations, and only after instance and group normalizations.
+  swish.post_ops = {PostOp{PostOpKind::AddResidual}};
+  EXPECT_EQ(RuntimeRows::create(swish).status().code(), Error::NotSupported);
+  OpDesc softmax = desc_of("Softmax", 2, {}, 1);
+  softmax.post_ops = {PostOp{PostOpKind::Relu}};
+  EXPECT_EQ(RuntimeRows::create(softmax).status().code(), Error::NotSupported);
 
   OwnedTensor scale = random_tensor({6}, 14), bias = random_tensor({6}, 15);
   auto four = RuntimeRows::create(desc_of("GroupNormalization", 3, {int_attr("num_groups", 4)}, 1,
