@@ -167,6 +167,26 @@ KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin,
   }
 }
 
+// out = in * a + b over `n` floats (one multiply-add an element), then the fused activations.
+[[gnu::always_inline]] inline void affine_plane(const float* in, float* out, int64_t n, float a,
+                                                float b, const Epilogue& e) {
+  const int64_t full = n / kLanes * kLanes;
+  const Floats va = vec::splat(a), vb = vec::splat(b);
+  if (e.num_ops == 0) {
+    for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
+    for (int64_t j = full; j < n; ++j) out[j] = in[j] * a + b;
+    return;
+  }
+  for (int64_t j = 0; j < full; j += kLanes) {
+    store_activated(out + j, vec::load(in + j) * va + vb, kLanes, e);
+  }
+  if (full < n) {
+    Floats tail{};
+    for (int64_t j = full; j < n; ++j) tail[j - full] = in[j] * a + b;
+    store_activated(out + full, tail, n - full, e);
+  }
+}
+
 // Instance normalization of rows [begin, end) of `cols` floats, row r being channel
 // r % `channels` of an [N, C, spatial...] tensor: (x - mean) / sqrt(var + eps) * scale[c] +
 // bias[c], with each row's mean and variance (two passes, float sums) and one multiply-add
@@ -174,7 +194,6 @@ KILN_VECTOR_CLONES void layer_norm_rows(const float* x, float* y, int64_t begin,
 KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
                                            int64_t cols, int64_t channels, const float* scale,
                                            const float* bias, float epsilon, const Epilogue& e) {
-  const int64_t full = cols / kLanes * kLanes;
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t r = begin; r < end; ++r) {
     const float* in = x + r * cols;
@@ -182,34 +201,19 @@ KILN_VECTOR_CLONES void instance_norm_rows(const float* x, float* y, int64_t beg
     const auto [mean, squares] = row_moments(in, cols);
     const int64_t c = r % channels;
     const float a = scale[c] / std::sqrt(squares * inv_cols + epsilon);
-    const float b = bias[c] - mean * a;
-    const Floats va = vec::splat(a), vb = vec::splat(b);
-    if (e.num_ops == 0) {
-      for (int64_t j = 0; j < full; j += kLanes) vec::store(out + j, vec::load(in + j) * va + vb);
-      for (int64_t j = full; j < cols; ++j) out[j] = in[j] * a + b;
-      continue;
-    }
-    for (int64_t j = 0; j < full; j += kLanes) {
-      store_activated(out + j, vec::load(in + j) * va + vb, kLanes, e);
-    }
-    if (full < cols) {
-      Floats tail{};
-      for (int64_t j = full; j < cols; ++j) tail[j - full] = in[j] * a + b;
-      store_activated(out + full, tail, cols - full, e);
-    }
+    affine_plane(in, out, cols, a, bias[c] - mean * a, e);
   }
 }
 
 // Group normalization of rows [begin, end), row r being group r % `groups` of a sample of an
 // [N, C, spatial...] tensor: its `per_group` channels of `spatial` floats each, normalized by
 // the row's mean and variance (two passes, float sums), then channel c's scale[c] and bias[c]
-// (one multiply-add an element).
+// (one multiply-add an element) and the fused activations `e`.
 KILN_VECTOR_CLONES void group_norm_rows(const float* x, float* y, int64_t begin, int64_t end,
                                         int64_t groups, int64_t per_group, int64_t spatial,
                                         const float* scale, const float* bias, float epsilon,
                                         const Epilogue& e) {
   const int64_t cols = per_group * spatial;
-  const int64_t full = spatial / kLanes * kLanes;
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t r = begin; r < end; ++r) {
     const auto [mean, squares] = row_moments(x + r * cols, cols);
@@ -219,23 +223,7 @@ KILN_VECTOR_CLONES void group_norm_rows(const float* x, float* y, int64_t begin,
       const float* in = x + r * cols + k * spatial;
       float* out = y + r * cols + k * spatial;
       const float a = scale[c] * inv_std;
-      const float b = bias[c] - mean * a;
-      const Floats va = vec::splat(a), vb = vec::splat(b);
-      if (e.num_ops == 0) {
-        for (int64_t j = 0; j < full; j += kLanes) {
-          vec::store(out + j, vec::load(in + j) * va + vb);
-        }
-        for (int64_t j = full; j < spatial; ++j) out[j] = in[j] * a + b;
-        continue;
-      }
-      for (int64_t j = 0; j < full; j += kLanes) {
-        store_activated(out + j, vec::load(in + j) * va + vb, kLanes, e);
-      }
-      if (full < spatial) {
-        Floats tail{};
-        for (int64_t j = full; j < spatial; ++j) tail[j - full] = in[j] * a + b;
-        store_activated(out + full, tail, spatial - full, e);
-      }
+      affine_plane(in, out, spatial, a, bias[c] - mean * a, e);
     }
   }
 }

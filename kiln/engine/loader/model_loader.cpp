@@ -254,7 +254,8 @@ namespace {
 // of large weights on brgemm in nhwc among blocked ones; 11: InstanceNormalization on kiln's
 // rows; 12: Convs of at most 8 output channels on kiln's loops; 13: small pools on kiln's
 // loops; 14: blocked 1x1 Convs on kiln's loops; 15: same-shape Adds and Muls on kiln's
-// loops; 16: strided blocked 1x1 Convs too; 17: SiLU fused as a Swish post-op), so that entries
+// loops; 16: strided blocked 1x1 Convs too; 17: SiLU fused as a Swish post-op, activations
+// fused into instance and group normalizations), so that entries
 // of older plans are not adopted.
 constexpr char kEngineVersion[] = "kiln-engine 17";
 
