@@ -29,6 +29,9 @@ namespace kiln::engine::cpu {
 ///   (n, group) row of `num_groups` per sample over the group's channels and spatial axes, with
 ///   constant scale and bias of C values (a scale of one value per group, opset 18's, runs on
 ///   the reference kernel); plans of known shapes too (`row_norm_op.cpp`).
+/// Instance and group normalizations take fused activations (`desc.post_ops`: Relu, Clip,
+/// Sigmoid, Tanh, Linear, Swish), applied as each row is stored, or after the reference kernel
+/// where that runs the call.
 /// A call the loops do not cover (an axis that is not the last for Softmax or lies outside the
 /// input's rank, a non-contiguous tensor, a Scale or B that broadcasts) runs on the reference
 /// kernel, with its semantics and errors. Results match the reference kernels' to about 1e-6
@@ -45,9 +48,10 @@ class RuntimeRows {
   /// `desc.constants[1]` (and `[2]`, when B is present) are their Scale and B, read at each run:
   /// they must outlive the op. Errors: NotSupported naming what is not handled (an input that
   /// is not f32, an axis other than the last for Softmax of a known rank, `stash_type` 11, a
-  /// Mean or InvStdDev output, a Scale or B that is not a constant); InvalidArgument for an
-  /// axis outside a known rank, an instance normalization of a known rank under 3, or a
-  /// missing input.
+  /// Mean or InvStdDev output, a Scale or B that is not a constant, post-ops other than the
+  /// activations above or on other ops); InvalidArgument for an axis outside a known rank, an
+  /// instance or group normalization of a known rank under 3, a `num_groups` missing or under
+  /// 1, or a missing input.
   static runtime::Result<std::unique_ptr<RuntimeRows>> create(const OpDesc& desc);
   ~RuntimeRows();
   RuntimeRows(const RuntimeRows&) = delete;
