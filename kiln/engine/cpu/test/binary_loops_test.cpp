@@ -4,6 +4,7 @@
 // plain; and what stays on oneDNN's primitive (broadcasts, oneDNN's own tests).
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/test/blocked16.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
@@ -57,27 +58,6 @@ TEST(BinaryLoops, SameShapesMatchTheReferenceOnPlainTensors) {
   }
 }
 
-dnnl::memory::desc blocked_md(const std::vector<int64_t>& sizes) {
-  return dnnl::memory::desc(dnnl_impl::to_dims(sizes), dnnl::memory::data_type::f32,
-                            dnnl::memory::format_tag::aBcd16b);
-}
-
-// `plain` [N, C, H, W] in nChw16c, its padding lanes zero (as oneDNN's results leave them).
-std::vector<float> to_blocked(const Tensor& plain) {
-  const std::vector<int64_t> s(plain.sizes().begin(), plain.sizes().end());
-  std::vector<float> out(blocked_md(s).get_size() / sizeof(float), 0.0f);
-  const float* v = plain.data_ptr<float>();
-  const int64_t pixels = s[2] * s[3], blocks = (s[1] + 15) / 16;
-  for (int64_t n = 0; n < s[0]; ++n) {
-    for (int64_t c = 0; c < s[1]; ++c) {
-      for (int64_t p = 0; p < pixels; ++p) {
-        out[((n * blocks + c / 16) * pixels + p) * 16 + c % 16] = v[(n * s[1] + c) * pixels + p];
-      }
-    }
-  }
-  return out;
-}
-
 // The sum of two Convs' results (a feature pyramid's): each side native or plain.
 TEST(BinaryLoops, ReadAndWriteAProducersNChw16cNativelyOrPlain) {
   const std::vector<int64_t> sizes = {2, 24, 5, 7};  // 24 channels: a padded second block
@@ -90,7 +70,7 @@ TEST(BinaryLoops, ReadAndWriteAProducersNChw16cNativelyOrPlain) {
                    (native_b ? ", native b" : ", plain b") +
                    (native_out ? ", native out" : ", plain out"));
       Case c = binary_case(op, sizes, 1, seed);
-      const std::string layout = dnnl_impl::layout_bytes(blocked_md(sizes));
+      const std::string layout = dnnl_impl::layout_bytes(blocked16_md(sizes));
       c.desc.input_layouts = {layout, layout};
       auto created = c.create();
       ASSERT_TRUE(created.ok()) << created.status();
@@ -110,7 +90,7 @@ TEST(BinaryLoops, ReadAndWriteAProducersNChw16cNativelyOrPlain) {
         ASSERT_TRUE(binary.use_native_output(0).ok());
       }
       ASSERT_TRUE(binary.finish().ok());
-      std::vector<float> a_data = to_blocked(c.at(0)), b_data = to_blocked(c.at(1));
+      std::vector<float> a_data = to_blocked16(c.at(0)), b_data = to_blocked16(c.at(1));
       const size_t bytes = a_data.size() * sizeof(float);
       Tensor a(ScalarType::Float32, sizes, a_data.data(), runtime::ShapeDynamism::Static, bytes);
       Tensor b(ScalarType::Float32, sizes, b_data.data(), runtime::ShapeDynamism::Static, bytes);
@@ -128,7 +108,7 @@ TEST(BinaryLoops, ReadAndWriteAProducersNChw16cNativelyOrPlain) {
         continue;
       }
       // Every element of the layout, padding lanes included (zero).
-      const std::vector<float> want = to_blocked(expected.tensor());
+      const std::vector<float> want = to_blocked16(expected.tensor());
       for (size_t i = 0; i < want.size(); ++i) {
         ASSERT_NEAR(y_data[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << "element " << i;
       }

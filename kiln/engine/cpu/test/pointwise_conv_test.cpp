@@ -5,6 +5,7 @@
 // Convs they leave to oneDNN.
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/test/blocked16.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
@@ -22,46 +23,6 @@ using runtime::ScalarType;
 using runtime::Tensor;
 
 constexpr const char* kPointwise = "kiln pointwise Conv";
-
-dnnl::memory::desc blocked_md(const std::vector<int64_t>& sizes) {
-  return dnnl::memory::desc(dnnl_impl::to_dims(sizes), dnnl::memory::data_type::f32,
-                            dnnl::memory::format_tag::aBcd16b);
-}
-
-int64_t blocked_index(const std::vector<int64_t>& s, int64_t n, int64_t c, int64_t p) {
-  const int64_t blocks = (s[1] + 15) / 16;
-  return ((n * blocks + c / 16) * s[2] * s[3] + p) * 16 + c % 16;
-}
-
-// `plain`'s values in nChw16c, the padding lanes `pad`.
-std::vector<float> to_blocked(const Tensor& plain, float pad) {
-  const std::vector<int64_t> s(plain.sizes().begin(), plain.sizes().end());
-  std::vector<float> out(blocked_md(s).get_size() / sizeof(float), pad);
-  const float* v = plain.data_ptr<float>();
-  const int64_t pixels = s[2] * s[3];
-  for (int64_t n = 0; n < s[0]; ++n) {
-    for (int64_t c = 0; c < s[1]; ++c) {
-      for (int64_t p = 0; p < pixels; ++p) {
-        out[blocked_index(s, n, c, p)] = v[(n * s[1] + c) * pixels + p];
-      }
-    }
-  }
-  return out;
-}
-
-OwnedTensor from_blocked(const std::vector<float>& data, const std::vector<int64_t>& s) {
-  OwnedTensor out = zeros(s);
-  float* v = out.tensor().mutable_data_ptr<float>();
-  const int64_t pixels = s[2] * s[3];
-  for (int64_t n = 0; n < s[0]; ++n) {
-    for (int64_t c = 0; c < s[1]; ++c) {
-      for (int64_t p = 0; p < pixels; ++p) {
-        v[(n * s[1] + c) * pixels + p] = data[blocked_index(s, n, c, p)];
-      }
-    }
-  }
-  return out;
-}
 
 // The loops' op for `c` (its constants bound as `Case::create` binds them), not through
 // CpuOp::create, which gives Convs of little work to the small loops.
@@ -176,11 +137,11 @@ TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
     CpuOp& op = **op_or;
     const std::vector<int64_t> x_sizes = p.c.desc.inputs[0].sizes;
     ASSERT_TRUE(op.native_input_layout(0).has_value());
-    EXPECT_EQ(op.native_input_layout(0)->id, dnnl_impl::layout_bytes(blocked_md(x_sizes)));
+    EXPECT_EQ(op.native_input_layout(0)->id, dnnl_impl::layout_bytes(blocked16_md(x_sizes)));
     ASSERT_TRUE(op.native_output_layout(0).has_value());
-    EXPECT_EQ(op.native_output_layout(0)->id, dnnl_impl::layout_bytes(blocked_md(p.out)));
+    EXPECT_EQ(op.native_output_layout(0)->id, dnnl_impl::layout_bytes(blocked16_md(p.out)));
     ASSERT_TRUE(op.native_input_layout(3).has_value());  // the residual
-    EXPECT_EQ(op.native_input_layout(3)->id, dnnl_impl::layout_bytes(blocked_md(p.out)));
+    EXPECT_EQ(op.native_input_layout(3)->id, dnnl_impl::layout_bytes(blocked16_md(p.out)));
     EXPECT_FALSE(op.native_input_layout(1).has_value());
     if (native_in) {
       ASSERT_TRUE(op.use_native_input(0).ok());
@@ -193,13 +154,13 @@ TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
     }
     ASSERT_TRUE(op.finish().ok());
     // Blocked inputs' padding lanes are zero, as oneDNN's results leave them.
-    std::vector<float> x_data = to_blocked(p.c.at(0), 0.0f);
-    std::vector<float> r_data = to_blocked(p.c.at(3), 0.0f);
+    std::vector<float> x_data = to_blocked16(p.c.at(0), 0.0f);
+    std::vector<float> r_data = to_blocked16(p.c.at(3), 0.0f);
     Tensor x_native(ScalarType::Float32, x_sizes, x_data.data(), runtime::ShapeDynamism::Static,
                     x_data.size() * sizeof(float));
     Tensor r_native(ScalarType::Float32, p.out, r_data.data(), runtime::ShapeDynamism::Static,
                     r_data.size() * sizeof(float));
-    std::vector<float> y_data(blocked_md(p.out).get_size() / sizeof(float), std::nanf(""));
+    std::vector<float> y_data(blocked16_md(p.out).get_size() / sizeof(float), std::nanf(""));
     Tensor y_native(ScalarType::Float32, p.out, y_data.data(), runtime::ShapeDynamism::Static,
                     y_data.size() * sizeof(float));
     OwnedTensor y_plain = zeros(p.out);
@@ -214,9 +175,10 @@ TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
       expect_near(y_plain, p.expected);
       continue;
     }
-    expect_near(from_blocked(y_data, p.out), p.expected);
+    expect_near(from_blocked16(y_data, p.out), p.expected);
     // The output's padding lanes (24 channels of 32) are written zero.
-    const std::vector<float> zero_padded = to_blocked(from_blocked(y_data, p.out).tensor(), 0.0f);
+    const std::vector<float> zero_padded =
+        to_blocked16(from_blocked16(y_data, p.out).tensor(), 0.0f);
     for (size_t i = 0; i < y_data.size(); ++i) {
       ASSERT_EQ(y_data[i], zero_padded[i]) << "padding element " << i;
     }
