@@ -672,7 +672,7 @@ Status Builder::place(size_t n) {
       if (node.op == "MatMul") {
         auto op = try_runtime_matmul(n, step, why);
         if (op.ok()) step.runtime_matmul = std::move(*op);
-      } else if (cpu::RuntimeRows::handles(node.op)) {
+      } else if (cpu::RuntimeRows::handles(node.op) && cpu::own_vector_loops()) {
         auto op = try_runtime_rows(n, step, why);
         if (op.ok()) step.runtime_rows = std::move(*op);
       }

@@ -131,6 +131,16 @@ struct OpDesc {
 /// applies it (LSTM and GRU keep their own rule).
 int op_threads(const OpDesc& desc);
 
+/// Whether kernel selection takes kiln's own vector loops (1x1, narrow and small Convs, small
+/// MatMuls, pools, same-shape Add and Mul, row normalizations, small-batch LSTMs) on this CPU.
+/// They are written for vectors of 16 floats, which GCC keeps in registers only where the CPU
+/// has AVX-512: without it (an AVX2 CPU), its code moves every vector through the stack, and
+/// the pointwise Convs ran at 1.6 GFLOP/s against oneDNN's 40-50 there. False: those ops go to
+/// oneDNN and the reference kernels. Loops created directly (their tests) run on any CPU.
+bool own_vector_loops();
+/// Tests: own_vector_loops() returns `on` until called again (nullopt: the CPU decides).
+void set_own_vector_loops_for_testing(std::optional<bool> on);
+
 /// Resize ops proved against the reference kernel in this process so far (a Resize takes
 /// oneDNN's resampling only once proved; `OpDesc::proofs_recorded` skips it). For tests.
 uint64_t resize_proofs_run();

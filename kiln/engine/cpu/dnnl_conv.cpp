@@ -123,10 +123,14 @@ std::optional<dnnl::convolution_forward::primitive_desc> blocked_pd(
 
 Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   // Few output channels: oneDNN's kernels would fill a few of their 16 lanes.
-  auto narrow = create_narrow_conv(desc);
-  if (narrow.ok() || narrow.error() != Error::NotSupported) return narrow;
+  // (Both on kiln's vector loops, where this CPU runs them at their speed: own_vector_loops.)
+  const bool loops = own_vector_loops();
+  if (loops) {
+    auto narrow = create_narrow_conv(desc);
+    if (narrow.ok() || narrow.error() != Error::NotSupported) return narrow;
+  }
   // A 1x1 Conv among blocked ones: kiln's loops run it as fast and generate no code at load.
-  if (desc.small_ops_own_loops) {
+  if (loops && desc.small_ops_own_loops) {
     auto pointwise = create_pointwise_conv(desc);
     if (pointwise.ok() || pointwise.error() != Error::NotSupported) return pointwise;
   }
@@ -189,11 +193,11 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   Geometry geometry{strides, dilations, pad_begin, pad_end};
   auto make_pd = [&](dnnl::algorithm alg, const memory::desc& x, const memory::desc& y) {
     auto kind = dnnl::prop_kind::forward_inference;
-    auto conv_desc =
-        has_bias ? dnnl::convolution_forward::desc(kind, alg, x, any(w_dims), b_md, y, strides,
-                                                   dilations, pad_begin, pad_end)
-                 : dnnl::convolution_forward::desc(kind, alg, x, any(w_dims), y, strides,
-                                                   dilations, pad_begin, pad_end);
+    auto conv_desc = has_bias
+                         ? dnnl::convolution_forward::desc(kind, alg, x, any(w_dims), b_md, y,
+                                                           strides, dilations, pad_begin, pad_end)
+                         : dnnl::convolution_forward::desc(kind, alg, x, any(w_dims), y, strides,
+                                                           dilations, pad_begin, pad_end);
     return dnnl::convolution_forward::primitive_desc(conv_desc, attr, cpu_engine());
   };
   std::optional<dnnl::convolution_forward::primitive_desc> blocked;

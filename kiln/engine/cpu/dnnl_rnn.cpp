@@ -435,7 +435,7 @@ Result<std::unique_ptr<CpuOp>> RnnOp::create(const OpDesc& desc) {
     op->has_initial_[absent] = true;
     op->held_[absent] = true;
   }
-  if (op->cell_ == Cell::Lstm && op->d_.batch <= kSmallBatch) {
+  if (op->cell_ == Cell::Lstm && op->d_.batch <= kSmallBatch && own_vector_loops()) {
     const Dims& d = op->d_;
     return create_small_batch_lstm(desc,
                                    LstmShape{d.seq, d.batch, d.input, d.hidden, d.dirs, d.layout});

@@ -20,6 +20,10 @@ class RowNormOp final : public CpuOp {
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
     const bool instance = desc.op == "InstanceNormalization" || desc.op == "GroupNormalization";
     const size_t num_params = instance ? 2 : 1;  // scale and B, or scale
+    if (!own_vector_loops()) {
+      return error(desc, Error::NotSupported,
+                   "kiln's row loops need AVX-512 on this CPU (the reference kernel runs it)");
+    }
     // (Activations after an instance or group normalization: RuntimeRows applies them.)
     if (desc.inputs.size() != num_params + 1 || desc.num_outputs != 1 ||
         (!instance && !desc.post_ops.empty())) {

@@ -275,6 +275,24 @@ TEST(DnnlRnn, LstmOfSmallBatchesMatchesReferenceInSaturation) {
   }
 }
 
+// Without kiln's vector loops (a CPU without AVX-512: own_vector_loops), a small batch runs on
+// oneDNN's LSTM, with the reference's results.
+TEST(DnnlRnn, LstmOfSmallBatchesRunsOnOneDnnWithoutTheVectorLoops) {
+  set_own_vector_loops_for_testing(false);
+  RnnParams p;
+  p.direction = RnnDirection::Bidirectional;
+  p.seq = 7;
+  p.batch = 2;
+  p.input = 9;
+  p.hidden = 16;
+  p.bias = Given::Constant;
+  p.initial = Given::AtRunTime;
+  p.num_outputs = 3;
+  std::string described = check_matches_reference(p, 4500);
+  set_own_vector_loops_for_testing(true);  // the binary's choice (own_loops_on.cpp)
+  EXPECT_EQ(described.find("kiln LSTM cell"), std::string::npos) << described;
+}
+
 // Small batches on more than one thread: a bidirectional layer runs its directions side by
 // side (LSTM: kiln's cell, in either layout; GRU: one oneDNN op per direction, sharing the
 // weight store under keys of their own, in layout 0); anything else runs on one thread.
@@ -302,8 +320,8 @@ TEST(DnnlRnn, TwoThreadsMatchReferenceWithDirectionsSideBySide) {
             std::string described = check_matches_reference(p, seed += 10, &packed);
             // LSTM of a small batch: kiln's cell, any layout; GRU: oneDNN's, layout 0 only.
             const bool lstm = c.cell == RnnCell::Lstm && batch <= 2;
-            const bool apart = dir == RnnDirection::Bidirectional && batch <= 2 &&
-                               (layout == 0 || lstm);
+            const bool apart =
+                dir == RnnDirection::Bidirectional && batch <= 2 && (layout == 0 || lstm);
             EXPECT_EQ(described.find("side by side") != std::string::npos, apart)
                 << name_of(p) << ": " << described;
             EXPECT_EQ(described.find("kiln LSTM cell") != std::string::npos, lstm)
@@ -338,35 +356,35 @@ TEST(DnnlRnn, TwoThreadsWithFewerOutputsMatchReference) {
 TEST(DnnlRnn, LstmWithOneInitialStateMatchesReference) {
   for (size_t given : {5u, 6u}) {
     for (int num_outputs : {2, 3}) {
-     for (int threads : {1, 2}) {
-      SCOPED_TRACE("initial state input " + std::to_string(given) + ", " +
-                   std::to_string(num_outputs) + " outputs, " + std::to_string(threads) +
-                   " threads");
-      RnnParams p;
-      p.seq = 3;
-      p.batch = 2;
-      p.num_outputs = num_outputs;
-      p.num_threads = threads;
-      p.direction = threads == 2 ? RnnDirection::Bidirectional : RnnDirection::Forward;
-      Layer layer(p, 900);
-      layer.present[given] = true;
-      auto op = CpuOp::create(layer.desc());
-      ASSERT_TRUE(op.ok()) << op.status();
-      std::vector<OwnedTensor> expected = layer.reference();
-      std::vector<OwnedTensor> actual;
-      for (const TensorDesc& t : (*op)->outputs()) {
-        actual.push_back(OwnedTensor::zeros(ScalarType::Float32, t.sizes));
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE("initial state input " + std::to_string(given) + ", " +
+                     std::to_string(num_outputs) + " outputs, " + std::to_string(threads) +
+                     " threads");
+        RnnParams p;
+        p.seq = 3;
+        p.batch = 2;
+        p.num_outputs = num_outputs;
+        p.num_threads = threads;
+        p.direction = threads == 2 ? RnnDirection::Bidirectional : RnnDirection::Forward;
+        Layer layer(p, 900);
+        layer.present[given] = true;
+        auto op = CpuOp::create(layer.desc());
+        ASSERT_TRUE(op.ok()) << op.status();
+        std::vector<OwnedTensor> expected = layer.reference();
+        std::vector<OwnedTensor> actual;
+        for (const TensorDesc& t : (*op)->outputs()) {
+          actual.push_back(OwnedTensor::zeros(ScalarType::Float32, t.sizes));
+        }
+        std::vector<Tensor*> outs;
+        for (OwnedTensor& t : actual) outs.push_back(&t.tensor());
+        std::vector<const Tensor*> ins(layer.inputs.size(), nullptr);
+        ins[0] = &layer.inputs[0].tensor();
+        ins[given] = &layer.inputs[given].tensor();
+        ASSERT_TRUE((*op)->run(ins, outs).ok());
+        for (size_t i = 0; i < actual.size(); ++i) {
+          expect_near(actual[i], expected[i], "output " + std::to_string(i));
+        }
       }
-      std::vector<Tensor*> outs;
-      for (OwnedTensor& t : actual) outs.push_back(&t.tensor());
-      std::vector<const Tensor*> ins(layer.inputs.size(), nullptr);
-      ins[0] = &layer.inputs[0].tensor();
-      ins[given] = &layer.inputs[given].tensor();
-      ASSERT_TRUE((*op)->run(ins, outs).ok());
-      for (size_t i = 0; i < actual.size(); ++i) {
-        expect_near(actual[i], expected[i], "output " + std::to_string(i));
-      }
-     }
     }
   }
 }
