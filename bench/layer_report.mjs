@@ -11,8 +11,9 @@ function cpuBench(kiln) {
                    'kiln_cpu_bench');
 }
 
-/** One core's FMA peak in GFLOP/s, measured now by kiln_cpu_bench's BM_FmaPeak (16 chains of
- * multiply-adds on the widest vectors the CPU has), the yardstick of the layer tables; null
+/** One core's FMA peak in GFLOP/s, measured now by kiln_cpu_bench's BM_FmaPeak (independent
+ * chains of multiply-adds on the widest vectors the CPU has: 16 with AVX-512, 12 with AVX2),
+ * the yardstick of the layer tables; null
  * when kiln_cpu_bench is not built or fails. */
 export function measurePeak(kiln) {
   const binary = cpuBench(kiln);
@@ -128,7 +129,7 @@ export function singleLayerTable(kiln, peak) {
 export function peakNote(peak) {
   return peak
     ? `FMA peak: ${peak.toFixed(1)} GFLOP/s per core, measured in this run (\`kiln_cpu_bench ` +
-      '--benchmark_filter=BM_FmaPeak\`: 16 independent chains of multiply-adds on the widest ' +
-      'vectors the CPU has); the tables below share it per thread.'
+      '--benchmark_filter=BM_FmaPeak\`: independent chains of multiply-adds on the widest ' +
+      'vectors the CPU has, as many as its registers hold); the tables below share it per thread.'
     : 'FMA peak: not measured (kiln_cpu_bench is not built: it needs libbenchmark-dev).';
 }

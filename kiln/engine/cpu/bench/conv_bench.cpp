@@ -8,7 +8,6 @@
 //   kiln_cpu_bench --benchmark_min_time=0.2
 
 #include <kiln/engine/cpu/cpu_op.h>
-#include <kiln/engine/cpu/vector_math.h>
 #include <kiln/kernels/nn_conv_ops.h>
 
 #include <benchmark/benchmark.h>
@@ -16,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -27,19 +27,28 @@ using kiln::engine::cpu::TensorDesc;
 using kiln::runtime::ScalarType;
 using kiln::runtime::Tensor;
 
-using kiln::engine::cpu::vec::Floats;
-
-// Sixteen independent chains of multiply-adds (two FMA units of 4-cycle latency keep eight
-// busy) on the widest registers of the CPU: 2 flops x 16 lanes x 16 chains per iteration.
-// Named chains, not an array: GCC at -O2 keeps an array of vectors in memory.
+// Independent chains of multiply-adds on the widest registers of the CPU, in vectors of that
+// width (16 floats with AVX-512, 8 with AVX2 and FMA: GCC's AVX2 code keeps 16-float vectors
+// in memory): 16 chains in AVX-512's 32 registers, 12 in AVX2's 16 (with the two constants;
+// a 13th spills), either enough to keep two FMA units of 4-5 cycles' latency busy. So
+// 2 flops x lanes x chains per iteration. Named chains, not an array: GCC at -O2 keeps an
+// array of vectors in memory.
 #define KILN_CHAINS(X) \
   X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-KILN_VECTOR_CLONES float fma_chains(int64_t iterations, float seed) {
-#define KILN_INIT(j) Floats c##j = Floats{} + (seed + (j)*1e-3f);
-#define KILN_STEP(j) c##j = c##j * m + a;
-#define KILN_SUM(j) sum += c##j[0] + c##j[15];
+using V16 = float __attribute__((vector_size(64)));  // NOLINT: GCC/Clang vector types
+using V8 = float __attribute__((vector_size(32)));   // NOLINT
+using V4 = float __attribute__((vector_size(16)));   // NOLINT
+
+template <class V, int kChains>
+[[gnu::always_inline]] inline float fma_chains_of(int64_t iterations, float seed) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+#define KILN_INIT(j) [[maybe_unused]] V c##j = V{} + (seed + (j)*1e-3f);
+#define KILN_STEP(j) \
+  if constexpr ((j) < kChains) c##j = c##j * m + a;
+#define KILN_SUM(j) \
+  if constexpr ((j) < kChains) sum += c##j[0] + c##j[kLanes - 1];
   KILN_CHAINS(KILN_INIT)
-  const Floats m = Floats{} + 0.999999f, a = Floats{} + 1e-7f;
+  const V m = V{} + 0.999999f, a = V{} + 1e-7f;
   for (int64_t i = 0; i < iterations; ++i) {
     KILN_CHAINS(KILN_STEP)
   }
@@ -51,7 +60,34 @@ KILN_VECTOR_CLONES float fma_chains(int64_t iterations, float seed) {
 #undef KILN_SUM
 }
 
-constexpr double kFlopsPerIteration = 2.0 * 16 * 16;
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations, float seed) {
+  return fma_chains_of<V16, 16>(iterations, seed);
+}
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations, float seed) {
+  return fma_chains_of<V8, 12>(iterations, seed);
+}
+#endif
+
+// The lanes of the vectors fma_chains runs on this CPU, and how many chains.
+int fma_lanes() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
+#endif
+  return 4;
+}
+int fma_chain_count() { return fma_lanes() == 16 ? 16 : 12; }
+
+float fma_chains(int64_t iterations, float seed) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (fma_lanes() == 16) return fma_chains_avx512(iterations, seed);
+  if (fma_lanes() == 8) return fma_chains_avx2(iterations, seed);
+#endif
+  return fma_chains_of<V4, 12>(iterations, seed);
+}
+
+double flops_per_iteration() { return 2.0 * fma_lanes() * fma_chain_count(); }
 
 // One core's FMA peak in GFLOP/s: the best of five runs of 5 GFLOP each.
 double peak_gflops() {
@@ -62,7 +98,7 @@ double peak_gflops() {
       auto start = std::chrono::steady_clock::now();
       benchmark::DoNotOptimize(fma_chains(kIterations, static_cast<float>(r)));
       std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      best = std::max(best, kIterations * kFlopsPerIteration / took.count() * 1e-9);
+      best = std::max(best, kIterations * flops_per_iteration() / took.count() * 1e-9);
     }
     return best;
   }();
@@ -72,9 +108,10 @@ double peak_gflops() {
 void BM_FmaPeak(benchmark::State& state) {
   constexpr int64_t kIterations = 1'000'000;
   for (auto _ : state) benchmark::DoNotOptimize(fma_chains(kIterations, 1.0f));
-  state.counters["GFLOP/s"] = benchmark::Counter(kIterations * kFlopsPerIteration * 1e-9,
+  state.counters["GFLOP/s"] = benchmark::Counter(kIterations * flops_per_iteration() * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel("16 chains of multiply-adds");
+  state.SetLabel(std::to_string(fma_chain_count()) + " chains of " + std::to_string(fma_lanes()) +
+                 "-float multiply-adds");
 }
 
 struct Layer {
