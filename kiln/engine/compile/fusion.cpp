@@ -55,6 +55,8 @@ std::optional<PostOp> activation(const FusionContext& c, const ir::Node& node) {
   if (node.op == "Relu") return PostOp{PostOpKind::Relu};
   if (node.op == "Sigmoid") return PostOp{PostOpKind::Sigmoid};
   if (node.op == "Tanh") return PostOp{PostOpKind::Tanh};
+  // (Where oneDNN applies a fused GELU slowly, it stays a step: cpu::gelu_post_op_fast.)
+  if (node.op == "Gelu" && !cpu::gelu_post_op_fast()) return std::nullopt;
   if (node.op == "Gelu") {
     const ir::Attribute* a = node.attribute("approximate");
     const auto* s = a ? std::get_if<std::string>(&a->value) : nullptr;

@@ -1,5 +1,6 @@
 // specialize() against a reference interpreter over the same IR.
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/cpu/cpu_op.h>
 
 namespace kiln::engine {
 namespace {
@@ -298,6 +299,29 @@ TEST(Specialize, MatMulBiasGeluFuses) {
     EXPECT_THAT(f->placement()[0].fused, ::testing::ElementsAre("Add_1 (Add)", "Gelu_2 (Gelu)"));
     EXPECT_EQ(*f->output_sizes(0), (std::vector<int64_t>{batch, 32}));
   }
+}
+
+// Where oneDNN applies a fused GELU slowly (a CPU without AVX-512: cpu::gelu_post_op_fast), the
+// MatMul takes its bias and the GELU is a step of its own, with the same results.
+TEST(Specialize, MatMulBiasGeluLeavesTheGeluAStepWhereItFusesSlowly) {
+  ModelBuilder b(4);
+  int x = b.input("x", {64, 16});
+  int w = b.weight("w", {16, 32});
+  int bias = b.weight("bias", {32});
+  int m = b.value("m", {64, 32}), a = b.value("a", {64, 32}), y = b.value("y", {64, 32});
+  b.node("MatMul", {x, w}, {m});
+  b.node("Add", {bias, m}, {a});
+  b.node("Gelu", {a}, {y});
+  b.output(y);
+  ir::Model model = b.build();
+  cpu::set_avx512_for_testing(false);
+  auto f = check_against_reference(model, {{64, 16}}, true);
+  cpu::set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->placement().size(), 2u);
+  EXPECT_EQ(f->placement()[0].op, "MatMul");
+  EXPECT_THAT(f->placement()[0].fused, ::testing::ElementsAre("Add_1 (Add)"));
+  EXPECT_EQ(f->placement()[1].op, "Gelu");
 }
 
 TEST(Specialize, LayerNormSoftmaxAndAReferenceOnlyOp) {

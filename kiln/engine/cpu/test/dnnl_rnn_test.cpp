@@ -278,7 +278,7 @@ TEST(DnnlRnn, LstmOfSmallBatchesMatchesReferenceInSaturation) {
 // Without kiln's vector loops (a CPU without AVX-512: own_vector_loops), a small batch runs on
 // oneDNN's LSTM, with the reference's results.
 TEST(DnnlRnn, LstmOfSmallBatchesRunsOnOneDnnWithoutTheVectorLoops) {
-  set_own_vector_loops_for_testing(false);
+  set_avx512_for_testing(false);
   RnnParams p;
   p.direction = RnnDirection::Bidirectional;
   p.seq = 7;
@@ -289,7 +289,7 @@ TEST(DnnlRnn, LstmOfSmallBatchesRunsOnOneDnnWithoutTheVectorLoops) {
   p.initial = Given::AtRunTime;
   p.num_outputs = 3;
   std::string described = check_matches_reference(p, 4500);
-  set_own_vector_loops_for_testing(true);  // the binary's choice (own_loops_on.cpp)
+  set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
   EXPECT_EQ(described.find("kiln LSTM cell"), std::string::npos) << described;
 }
 

@@ -19,8 +19,8 @@ using namespace test_support;  // NOLINT(google-build-using-namespace): test hel
 
 // Restores the binary's forced choice however a test ends.
 struct ForcedLoops {
-  explicit ForcedLoops(std::optional<bool> on) { set_own_vector_loops_for_testing(on); }
-  ~ForcedLoops() { set_own_vector_loops_for_testing(true); }
+  explicit ForcedLoops(std::optional<bool> on) { set_avx512_for_testing(on); }
+  ~ForcedLoops() { set_avx512_for_testing(true); }
 };
 
 struct Choice {
@@ -130,9 +130,9 @@ TEST(OwnVectorLoops, TheCpuDecidesUnlessATestForcesIt) {
 #else
   EXPECT_TRUE(own_vector_loops());
 #endif
-  set_own_vector_loops_for_testing(false);
+  set_avx512_for_testing(false);
   EXPECT_FALSE(own_vector_loops());
-  set_own_vector_loops_for_testing(true);
+  set_avx512_for_testing(true);
   EXPECT_TRUE(own_vector_loops());
 }
 

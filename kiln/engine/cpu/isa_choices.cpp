@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+// Kernel selection's choices that depend on the CPU's vector instructions (cpu_op.h).
+
 namespace kiln::engine::cpu {
 
 namespace {
@@ -9,9 +11,7 @@ namespace {
 // -1: the CPU decides; 0 or 1: a test's choice.
 std::atomic<int> forced{-1};
 
-}  // namespace
-
-bool own_vector_loops() {
+bool has_avx512() {
   const int f = forced.load(std::memory_order_relaxed);
   if (f >= 0) return f == 1;
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -22,8 +22,14 @@ bool own_vector_loops() {
 #endif
 }
 
-void set_own_vector_loops_for_testing(std::optional<bool> on) {
-  forced.store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
+}  // namespace
+
+bool own_vector_loops() { return has_avx512(); }
+
+bool gelu_post_op_fast() { return has_avx512(); }
+
+void set_avx512_for_testing(std::optional<bool> has) {
+  forced.store(has ? (*has ? 1 : 0) : -1, std::memory_order_relaxed);
 }
 
 }  // namespace kiln::engine::cpu
