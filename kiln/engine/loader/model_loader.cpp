@@ -257,7 +257,7 @@ namespace {
 // loops; 16: strided blocked 1x1 Convs too; 17: SiLU fused as a Swish post-op, activations
 // fused into instance and group normalizations), so that entries
 // of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 18";
+constexpr char kEngineVersion[] = "kiln-engine 19";
 
 struct StaticFunction {
   std::string name;
