@@ -94,14 +94,14 @@ Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
   try {
     const bool own_loops_op = desc.op == "Conv" || desc.op == "MatMul" || desc.op == "Gemm";
     const bool pool_op = desc.op == "MaxPool" || desc.op == "AveragePool";
-    const bool loops = desc.small_ops_own_loops && own_vector_loops();
-    if (loops && pool_op) {
+    const bool own_loops = desc.small_ops_own_loops && own_vector_loops();
+    if (own_loops && pool_op) {
       // Small pools in a producer's layout, and those of little work in any, on kiln's loops:
       // faster than oneDNN's primitive at those sizes, and than the reference at any.
       auto loops = dnnl_impl::create_pool_loops(used, leaves_tiny_work_to_reference(desc));
       if (loops.ok() || loops.error() != Error::NotSupported) return loops;
     }
-    if (loops && own_loops_op) {
+    if (own_loops && own_loops_op) {
       auto small = desc.op == "Conv" ? dnnl_impl::create_small_conv(used)
                                      : dnnl_impl::create_small_matmul(used);
       if (small.ok() || small.error() != Error::NotSupported) return small;

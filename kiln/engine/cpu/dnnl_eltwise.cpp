@@ -174,7 +174,8 @@ Result<std::unique_ptr<CpuOp>> create_binary(const OpDesc& desc) {
                                       cpu_engine());
       // kiln's loops go over the three tensors' bytes in their shared layout (a blocked one's
       // padding is zero, and so are its sum and product); the primitive would generate code
-      // at creation (0.2-0.6 ms) for work bound by memory. oneDNN's only for its tests.
+      // at creation (0.2-0.6 ms) for work bound by memory. oneDNN's only for its tests, and
+      // on CPUs without AVX-512 (own_vector_loops).
       const bool loops = desc.small_ops_own_loops && own_vector_loops();
       auto op = std::make_unique<StagedOp>(desc, loops ? dnnl::primitive() : dnnl::binary(pd), pd,
                                            *shape);

@@ -253,21 +253,28 @@ TEST(DnnlRnn, MatchesReferenceOverStatesBiasesSizesAndOutputs) {
   }
 }
 
+// A bidirectional LSTM over 7 steps of a batch of 2 (kiln's small-batch cell where the CPU
+// runs kiln's vector loops), bias constant, initial states at run time, all three outputs.
+RnnParams small_batch_lstm(int64_t hidden) {
+  RnnParams p;
+  p.direction = RnnDirection::Bidirectional;
+  p.seq = 7;
+  p.batch = 2;
+  p.input = 9;
+  p.hidden = hidden;
+  p.bias = Given::Constant;
+  p.initial = Given::AtRunTime;
+  p.num_outputs = 3;
+  return p;
+}
+
 // Gates far in the tails (X up to +-40: pre-activations of hundreds, past where exp is clamped)
 // and hidden sizes that fill whole vectors, whole blocks of them, and neither.
 TEST(DnnlRnn, LstmOfSmallBatchesMatchesReferenceInSaturation) {
   uint32_t seed = 4000;
   for (int64_t hidden : {5, 16, 20, 64}) {
     for (float scale : {1.0f, 40.0f}) {
-      RnnParams p;
-      p.direction = RnnDirection::Bidirectional;
-      p.seq = 7;
-      p.batch = 2;
-      p.input = 9;
-      p.hidden = hidden;
-      p.bias = Given::Constant;
-      p.initial = Given::AtRunTime;
-      p.num_outputs = 3;
+      RnnParams p = small_batch_lstm(hidden);
       p.x_scale = scale;
       std::string described = check_matches_reference(p, seed += 10);
       EXPECT_NE(described.find("kiln LSTM cell"), std::string::npos) << described;
@@ -279,16 +286,7 @@ TEST(DnnlRnn, LstmOfSmallBatchesMatchesReferenceInSaturation) {
 // oneDNN's LSTM, with the reference's results.
 TEST(DnnlRnn, LstmOfSmallBatchesRunsOnOneDnnWithoutTheVectorLoops) {
   set_avx512_for_testing(false);
-  RnnParams p;
-  p.direction = RnnDirection::Bidirectional;
-  p.seq = 7;
-  p.batch = 2;
-  p.input = 9;
-  p.hidden = 16;
-  p.bias = Given::Constant;
-  p.initial = Given::AtRunTime;
-  p.num_outputs = 3;
-  std::string described = check_matches_reference(p, 4500);
+  std::string described = check_matches_reference(small_batch_lstm(16), 4500);
   set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
   EXPECT_EQ(described.find("kiln LSTM cell"), std::string::npos) << described;
 }
