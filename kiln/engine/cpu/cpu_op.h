@@ -144,7 +144,12 @@ bool own_vector_loops();
 /// (128 x 512 x 2048) took 8.1 ms with it against 4.5 for fc2's equal work, where a GELU step
 /// (oneDNN's jit:avx2 eltwise) takes 0.07. False: fusion leaves a GELU as its own step.
 bool gelu_post_op_fast();
-/// Tests: the two choices above are made as if the CPU had AVX-512 (`has`) until called
+/// Whether kernel selection takes kiln's AVX2 MatMul (`avx2_gemm`) for MatMuls and Gemms by a
+/// constant B of more than a few rows: on a CPU with AVX2 and FMA but not AVX-512, where
+/// oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about half the
+/// FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
+bool avx2_own_gemm();
+/// Tests: the three choices above are made as if the CPU had AVX-512 (`has`) until called
 /// again (nullopt: the CPU decides).
 void set_avx512_for_testing(std::optional<bool> has);
 

@@ -243,6 +243,10 @@ struct LstmShape {
 /// those bounds (the caller builds the oneDNN op instead).
 Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
+/// A MatMul by a constant 2-D B, or a Gemm (transA 0, C a column bias), of any size on
+/// `avx2_gemm` (B packed once into panels; every post-op and one residual; the op's threads).
+/// NotSupported for anything else, or on a CPU without AVX2 and FMA.
+Result<std::unique_ptr<CpuOp>> create_avx2_matmul(const OpDesc& desc);
 /// A 2-D Conv of at most 8 output channels (stride and dilation 1, one group, constant W and B)
 /// on kiln's own loops over output pixels (narrow_conv.cpp); NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);

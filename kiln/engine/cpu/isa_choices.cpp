@@ -1,3 +1,4 @@
+#include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/cpu_op.h>
 
 #include <atomic>
@@ -27,6 +28,8 @@ bool has_avx512() {
 bool own_vector_loops() { return has_avx512(); }
 
 bool gelu_post_op_fast() { return has_avx512(); }
+
+bool avx2_own_gemm() { return !has_avx512() && dnnl_impl::cpu_has_avx2_fma(); }
 
 void set_avx512_for_testing(std::optional<bool> has) {
   forced.store(has ? (*has ? 1 : 0) : -1, std::memory_order_relaxed);

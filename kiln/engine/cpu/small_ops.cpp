@@ -10,6 +10,7 @@
 // (a decoder's token) takes the same loops at any size: it streams B once from memory, which
 // the panels do at the memory's full rate, split by columns over the op's threads.
 
+#include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/packed_constants.h>
@@ -203,10 +204,11 @@ class SmallOp : public CpuOp {
   }
 };
 
-// MatMul by a constant 2-D B, or Gemm (transA 0): Y [M, N] = alpha A B' + beta C.
+// MatMul by a constant 2-D B, or Gemm (transA 0): Y [M, N] = alpha A B' + beta C. `blocked`:
+// any size, on avx2_gemm and the op's threads, with every post-op and one residual.
 class SmallMatMulOp final : public SmallOp {
  public:
-  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
+  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc, bool blocked) {
     const bool gemm = desc.op == "Gemm";
     const int residuals = num_residuals(desc);
     KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3 + static_cast<size_t>(std::max(residuals, 0))));
@@ -237,20 +239,24 @@ class SmallMatMulOp final : public SmallOp {
     int64_t m = 1;
     for (size_t i = 0; i + 1 < a_sizes.size(); ++i) m *= a_sizes[i];
     const double b_bytes = sizeof(float) * static_cast<double>(n) * static_cast<double>(k);
-    const bool streaming = m <= kStreamingRows && b_bytes > kStreamingBytes;
-    if (!streaming && static_cast<double>(m) * b_bytes / sizeof(float) > kMaxMacs) {
+    const bool streaming = !blocked && m <= kStreamingRows && b_bytes > kStreamingBytes;
+    if (blocked && k == 0) return error(desc, Error::NotSupported, "B is empty");
+    if (!blocked && !streaming && static_cast<double>(m) * b_bytes / sizeof(float) > kMaxMacs) {
       return error(desc, Error::NotSupported, "more work than the small loops take");
     }
-    if (!supported_post_ops(desc, streaming)) {
+    if (!supported_post_ops(desc, streaming || blocked)) {
       return error(desc, Error::NotSupported, "a post-op the loops lack");
     }
     auto op = std::make_unique<SmallMatMulOp>();
     op->op_ = desc.op;
-    op->describe_ = "kiln small MatMul (own loops, no generated code" +
-                    (streaming ? "; B streamed for " + std::to_string(m) + " row(s))" : ")");
+    op->describe_ =
+        blocked ? std::string("kiln AVX2 MatMul (6 x 16 tiles over B's panels, packed once)")
+                : "kiln small MatMul (own loops, no generated code" +
+                      (streaming ? "; B streamed for " + std::to_string(m) + " row(s))" : ")");
     op->post_ops_ = desc.post_ops;
     op->m_ = m, op->n_ = n, op->k_ = k;
-    op->threads_ = streaming ? std::max(desc.num_threads, 1) : 1;
+    op->blocked_ = blocked;
+    op->threads_ = streaming || blocked ? std::max(desc.num_threads, 1) : 1;
     op->residual_ = residuals == 1;
     std::vector<int64_t> out(a_sizes.begin(), a_sizes.end() - 1);
     out.push_back(n);
@@ -294,15 +300,20 @@ class SmallMatMulOp final : public SmallOp {
       }
       e.residual = static_cast<const float*>(residual->data());
     }
-    gemm_panels_parallel(static_cast<const float*>(inputs[0]->data()), k_, m_, k_, panels_, n_,
-                         static_cast<float*>(outputs[0]->mutable_data()), n_, e, threads_);
+    const auto* a = static_cast<const float*>(inputs[0]->data());
+    auto* c = static_cast<float*>(outputs[0]->mutable_data());
+    if (blocked_) {
+      avx2_gemm(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
+    } else {
+      gemm_panels_parallel(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
+    }
     return Status();
   }
 
  private:
   int64_t m_ = 0, n_ = 0, k_ = 0;
   int threads_ = 1;
-  bool residual_ = false;
+  bool residual_ = false, blocked_ = false;
   const float* panels_ = nullptr;
   std::vector<float> own_panels_, bias_;
 };
@@ -578,7 +589,12 @@ void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* 
 }
 
 Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc) {
-  return SmallMatMulOp::create(desc);
+  return SmallMatMulOp::create(desc, false);
+}
+
+Result<std::unique_ptr<CpuOp>> create_avx2_matmul(const OpDesc& desc) {
+  if (!cpu_has_avx2_fma()) return error(desc, Error::NotSupported, "the CPU lacks AVX2 or FMA");
+  return SmallMatMulOp::create(desc, true);
 }
 
 Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc) {

@@ -255,9 +255,10 @@ namespace {
 // rows; 12: Convs of at most 8 output channels on kiln's loops; 13: small pools on kiln's
 // loops; 14: blocked 1x1 Convs on kiln's loops; 15: same-shape Adds and Muls on kiln's
 // loops; 16: strided blocked 1x1 Convs too; 17: SiLU fused as a Swish post-op, activations
-// fused into instance and group normalizations), so that entries
-// of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 19";
+// fused into instance and group normalizations; 18-19: kiln's vector loops and fused GELUs only
+// with AVX-512; 20: MatMuls by a constant B on kiln's AVX2 loops without AVX-512), so that
+// entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 20";
 
 struct StaticFunction {
   std::string name;

@@ -198,16 +198,23 @@ void BM_DnnlConv(benchmark::State& state) {
   state.SetLabel(std::string(l.name) + kModes[state.range(1)] + (*op)->describe());
 }
 
-// MatMul layers of the GPT benchmark model (prefill at 128 tokens, d = 128, vocab 1000) with
-// constant weights, at one thread.
+// MatMul layers of the GPT benchmark models (prefill at 128 tokens; gpt: d = 128, vocab 1000;
+// gpt_large: d = 512, vocab 8192) with constant weights, at one thread. The second argument:
+// 0, kernel selection as the CPU decides; 1, as on a CPU without AVX-512 (kiln's AVX2 MatMul;
+// run with ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN's choice there, mode 0).
 struct MatMulLayer {
   const char* name;
   int64_t m, k, n;
 };
 const MatMulLayer kMatMuls[] = {
-    {"qkv 128x128x384", 128, 128, 384},       {"mlp up 128x128x512", 128, 128, 512},
-    {"mlp down 128x512x128", 128, 512, 128},  {"lm head 128x128x1000", 128, 128, 1000},
+    {"qkv 128x128x384", 128, 128, 384},
+    {"mlp up 128x128x512", 128, 128, 512},
+    {"mlp down 128x512x128", 128, 512, 128},
+    {"lm head 128x128x1000", 128, 128, 1000},
     {"large 512x1024x1024", 512, 1024, 1024},
+    {"gpt_large qkv 128x512x1536", 128, 512, 1536},
+    {"gpt_large fc2 128x2048x512", 128, 2048, 512},
+    {"gpt_large head 128x512x8192", 128, 512, 8192},
 };
 
 void BM_DnnlMatMul(benchmark::State& state) {
@@ -226,7 +233,10 @@ void BM_DnnlMatMul(benchmark::State& state) {
                  TensorDesc{ScalarType::Float32, {l.k, l.n}}};
   desc.constants = {nullptr, &bt};
   desc.num_threads = 1;
+  const bool as_avx2 = state.range(1) == 1;
+  if (as_avx2) kiln::engine::cpu::set_avx512_for_testing(false);
   auto op = CpuOp::create(desc);
+  kiln::engine::cpu::set_avx512_for_testing(std::nullopt);
   if (!op.ok()) {
     state.SkipWithError(op.status().message().c_str());
     return;
@@ -241,7 +251,7 @@ void BM_DnnlMatMul(benchmark::State& state) {
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["%peak"] = benchmark::Counter(flops * 1e-9 / peak_gflops() * 100.0,
                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(l.name) + " | " + (*op)->describe());
+  state.SetLabel(std::string(l.name) + (as_avx2 ? " as AVX2 | " : " | ") + (*op)->describe());
 }
 
 void BM_ReferenceConv(benchmark::State& state) {
@@ -275,7 +285,8 @@ BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DnnlConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, true); });
 BENCHMARK(BM_ReferenceConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, false); });
 BENCHMARK(BM_DnnlMatMul)
-    ->DenseRange(0, static_cast<int64_t>(std::size(kMatMuls)) - 1)
+    ->ArgsProduct({benchmark::CreateDenseRange(0, static_cast<int64_t>(std::size(kMatMuls)) - 1, 1),
+                   {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -48,11 +48,11 @@ std::vector<Choice> choices() {
          c.add(random_tensor({2, 32, 3, 3}, seed + 1, -0.3, 0.3), true);
          return c;
        }},
-      {"a small MatMul",
+      {"a small MatMul",  // of a decoder's few rows: more take kiln's AVX2 MatMul (off)
        [](uint32_t seed) {
          Case c("MatMul", {});
          c.desc.small_ops_own_loops = true;
-         c.add(random_tensor({8, 32}, seed), false);
+         c.add(random_tensor({4, 32}, seed), false);
          c.add(random_tensor({32, 24}, seed + 1), true);
          return c;
        }},

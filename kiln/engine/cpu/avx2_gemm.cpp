@@ -1,0 +1,251 @@
+// A x B over B's 16-column panels on AVX2 and FMA. oneDNN 2.6 has its blocked (brgemm) matmul
+// for AVX-512 only; on AVX2 its matmul and inner product run gemm:jit, which packs B again at
+// every call: GPT-large prefill's MatMuls (128 x 512 x 1536, 128 x 2048 x 512) ran at 45-55 % of
+// the FMA peak there, ONNX Runtime's at about 75 %. Here B is packed once (at load), and a tile
+// of 6 rows by one panel keeps its 12 vectors of sums in registers (with two of B and the
+// broadcast of A: 15 of the 16 ymm) over a block of 512 of K, whose 32 KiB of the panel stay
+// near (L1, L2) while every row block of the chunk passes, A's block in L2 (a chunk of up to 192
+// rows; more go 96 at a time). Blocks of 256 ran the 128 x 512 x 8192 head at 76 % of the peak,
+// 512 at 84 (with 256, the first block's sums came back from memory for the second); the smaller
+// GPT layers ran at 88-95 % either way (`kiln_cpu_bench --benchmark_filter=BM_DnnlMatMul/.*/1`, on
+// an AVX-512 CPU running these AVX2 loops). Sums start from the column bias (and a residual added
+// first); those of a block after the first are added to the ones stored, and the other post-ops are
+// applied after the last.
+
+#include <kiln/engine/cpu/avx2_gemm.h>
+#include <kiln/engine/cpu/loop_epilogue.h>
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+namespace {
+
+using vec::Floats8;
+
+constexpr int64_t kPanel = 16;       // columns per panel
+constexpr int kRows = 6;             // rows per tile
+constexpr int64_t kDepth = 512;      // K per block
+constexpr int64_t kChunkRows = 96;   // rows per chunk (a multiple of kRows), unless
+constexpr int64_t kOneChunk = 192;   // rows a thread has fit one chunk
+constexpr int64_t kMinColumns = 64;  // a thread's fewest columns before rows are split too
+
+#define KILN_TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+// Rows [0, R) of a tile: C (row stride ldc) = (first ? `init` [16] + `res` (row stride ldc, when
+// not null) : C) + A [R, kc] x the panel's block `b` [kc, 16]. kPrefetch: the next panel's block
+// `next` is prefetched, a row of it per row of `b` (the chunk's first tile of a panel, whose B
+// comes from memory or L3: without it, a GPT-large head's 128 x 512 x 8192 ran at 65 % of the
+// peak).
+template <int R, bool kPrefetch>
+[[gnu::target("avx2,fma")]] inline void tile(const float* a, int64_t lda, const float* b,
+                                             int64_t kc, float* c, int64_t ldc, bool first,
+                                             const float* init, const float* res,
+                                             const float* next) {
+  static_assert(R >= 1 && R <= kRows);
+  const __m256 init0 = _mm256_loadu_ps(init), init1 = _mm256_loadu_ps(init + kPanel / 2);
+#define KILN_TILE_DECLARE(r)               \
+  __m256 s##r##0 = init0, s##r##1 = init1; \
+  [[maybe_unused]] const float* a##r = a + std::min<int64_t>((r), R - 1) * lda;
+  KILN_TILE_ROWS(KILN_TILE_DECLARE)
+#undef KILN_TILE_DECLARE
+  if (first && res != nullptr) {
+#define KILN_TILE_ADD(r)                                                           \
+  if constexpr (R > (r)) {                                                         \
+    s##r##0 = _mm256_add_ps(s##r##0, _mm256_loadu_ps(res + (r)*ldc));              \
+    s##r##1 = _mm256_add_ps(s##r##1, _mm256_loadu_ps(res + (r)*ldc + kPanel / 2)); \
+  }
+    KILN_TILE_ROWS(KILN_TILE_ADD)
+#undef KILN_TILE_ADD
+  }
+  if (!first) {
+#define KILN_TILE_LOAD(r)                                \
+  if constexpr (R > (r)) {                               \
+    s##r##0 = _mm256_loadu_ps(c + (r)*ldc);              \
+    s##r##1 = _mm256_loadu_ps(c + (r)*ldc + kPanel / 2); \
+  }
+    KILN_TILE_ROWS(KILN_TILE_LOAD)
+#undef KILN_TILE_LOAD
+  }
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kPanel);
+    const __m256 b1 = _mm256_loadu_ps(b + k * kPanel + kPanel / 2);
+    if constexpr (kPrefetch)
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * kPanel), _MM_HINT_T0);
+#define KILN_TILE_FMA(r)                            \
+  if constexpr (R > (r)) {                          \
+    const __m256 x = _mm256_broadcast_ss(a##r + k); \
+    s##r##0 = _mm256_fmadd_ps(x, b0, s##r##0);      \
+    s##r##1 = _mm256_fmadd_ps(x, b1, s##r##1);      \
+  }
+    KILN_TILE_ROWS(KILN_TILE_FMA)
+#undef KILN_TILE_FMA
+  }
+#define KILN_TILE_STORE(r)                               \
+  if constexpr (R > (r)) {                               \
+    _mm256_storeu_ps(c + (r)*ldc, s##r##0);              \
+    _mm256_storeu_ps(c + (r)*ldc + kPanel / 2, s##r##1); \
+  }
+  KILN_TILE_ROWS(KILN_TILE_STORE)
+#undef KILN_TILE_STORE
+}
+
+// `next`: the block to prefetch, or null.
+template <bool kPrefetch>
+[[gnu::target("avx2,fma")]] inline void tile_rows(int rows, const float* a, int64_t lda,
+                                                  const float* b, int64_t kc, float* c, int64_t ldc,
+                                                  bool first, const float* init, const float* res,
+                                                  const float* next) {
+  switch (rows) {
+    case 1:
+      return tile<1, kPrefetch>(a, lda, b, kc, c, ldc, first, init, res, next);
+    case 2:
+      return tile<2, kPrefetch>(a, lda, b, kc, c, ldc, first, init, res, next);
+    case 3:
+      return tile<3, kPrefetch>(a, lda, b, kc, c, ldc, first, init, res, next);
+    case 4:
+      return tile<4, kPrefetch>(a, lda, b, kc, c, ldc, first, init, res, next);
+    case 5:
+      return tile<5, kPrefetch>(a, lda, b, kc, c, ldc, first, init, res, next);
+    default:
+      return tile<6, kPrefetch>(a, lda, b, kc, c, ldc, first, init, res, next);
+  }
+}
+
+[[gnu::target("avx2,fma")]] inline void tile_rows(int rows, const float* a, int64_t lda,
+                                                  const float* b, int64_t kc, float* c, int64_t ldc,
+                                                  bool first, const float* init, const float* res,
+                                                  const float* next) {
+  if (next != nullptr) {
+    return tile_rows<true>(rows, a, lda, b, kc, c, ldc, first, init, res, next);
+  }
+  tile_rows<false>(rows, a, lda, b, kc, c, ldc, first, init, res, nullptr);
+}
+
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline Floats8 load8(const float* p) {
+  Floats8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
+// columns [n0, n0 + width) of C, width <= 16; `ldc` is the residual's row stride. (The column
+// bias is where the sums started.)
+[[gnu::target("avx2,fma")]] void finish_tile(float* t, int64_t ldt, int rows, int64_t width,
+                                             int64_t m0, int64_t n0, int64_t ldc,
+                                             const Epilogue& e) {
+  constexpr int64_t kHalf = kPanel / 2;
+  for (int r = 0; r < rows; ++r) {
+    float padded[kPanel] = {};
+    const float* residual = padded;
+    if (e.residual != nullptr) {
+      residual = e.residual + (m0 + r) * ldc + n0;
+      if (width < kPanel) {
+        std::memcpy(padded, residual, sizeof(float) * static_cast<size_t>(width));
+        residual = padded;
+      }
+    }
+    for (int64_t h = 0; h < kPanel; h += kHalf) {
+      float* at = t + r * ldt + h;
+      Floats8 v = load8(at);
+      if (e.row_bias != nullptr) v += e.row_bias[m0 + r];
+      v = post_process(v, e, load8(residual + h));
+      std::memcpy(at, &v, sizeof v);
+    }
+  }
+}
+
+// Rows [m_begin, m_end) and panels [p_begin, p_end) of C.
+[[gnu::target("avx2,fma")]] void gemm_part(const float* a, int64_t lda, int64_t m_begin,
+                                           int64_t m_end, int64_t k_count, const float* panels,
+                                           int64_t p_begin, int64_t p_end, int64_t n_count,
+                                           float* c, int64_t ldc, const Epilogue& e) {
+  alignas(32) float edge[kRows * kPanel];
+  const bool finish = e.row_bias != nullptr || e.num_ops > 0;
+  // A first post-op AddResidual (x + bias + residual) is where full panels' sums start too;
+  // `rest` is what is left after it.
+  const bool residual_first = e.row_bias == nullptr && e.num_ops > 0 &&
+                              e.ops[0].kind == PostOpKind::AddResidual && e.residual != nullptr;
+  Epilogue rest = e;
+  if (residual_first) ++rest.ops, --rest.num_ops;
+  const bool finish_rest = residual_first ? rest.num_ops > 0 : finish;
+  for (int64_t k0 = 0; k0 < k_count; k0 += kDepth) {
+    const int64_t kc = std::min(kDepth, k_count - k0);
+    const bool first = k0 == 0, last = k0 + kc == k_count;
+    const int64_t chunk = m_end - m_begin <= kOneChunk ? m_end - m_begin : kChunkRows;
+    for (int64_t mc = m_begin; mc < m_end; mc += chunk) {
+      const int64_t mc_end = std::min(mc + chunk, m_end);
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const float* b = panels + (p * k_count + k0) * kPanel;
+        const float* next_b = p + 1 < p_end ? b + k_count * kPanel : nullptr;
+        const int64_t n0 = p * kPanel;
+        const int64_t width = std::min(kPanel, n_count - n0);
+        float bias[kPanel] = {};
+        if (e.col_bias != nullptr) {
+          std::memcpy(bias, e.col_bias + n0, sizeof(float) * static_cast<size_t>(width));
+        }
+        for (int64_t m = mc; m < mc_end; m += kRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kRows, mc_end - m));
+          const float* next = m == mc ? next_b : nullptr;
+          float* out = c + m * ldc + n0;
+          if (width == kPanel) {
+            const float* res = residual_first ? e.residual + m * ldc + n0 : nullptr;
+            tile_rows(rows, a + m * lda + k0, lda, b, kc, out, ldc, first, bias, res, next);
+            if (last && finish_rest) finish_tile(out, ldc, rows, width, m, n0, ldc, rest);
+            continue;
+          }
+          // The last panel's columns past N: sums in `edge`, then only the columns there are.
+          const size_t bytes = sizeof(float) * static_cast<size_t>(width);
+          if (!first) {
+            for (int r = 0; r < rows; ++r) std::memcpy(edge + r * kPanel, out + r * ldc, bytes);
+          }
+          tile_rows(rows, a + m * lda + k0, lda, b, kc, edge, kPanel, first, bias, nullptr, next);
+          if (last && finish) finish_tile(edge, kPanel, rows, width, m, n0, ldc, e);
+          for (int r = 0; r < rows; ++r) std::memcpy(out + r * ldc, edge + r * kPanel, bytes);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool cpu_has_avx2_fma() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+void avx2_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
+               float* c, int64_t ldc, const Epilogue& e, int threads) {
+  const int64_t num_panels = (n + kPanel - 1) / kPanel;
+  // Columns first (each thread reads its own panels of B); rows too when a thread would get
+  // fewer than kMinColumns columns.
+  const int64_t by_columns = std::clamp<int64_t>(num_panels * kPanel / kMinColumns, 1, threads);
+  const int64_t by_rows = std::clamp<int64_t>(threads / by_columns, 1, (m + kRows - 1) / kRows);
+  const int parts = static_cast<int>(by_columns * by_rows);
+  if (parts <= 1) {
+    gemm_part(a, lda, 0, m, k, panels, 0, num_panels, n, c, ldc, e);
+    return;
+  }
+  const int64_t row_blocks = (m + kRows - 1) / kRows;
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int t = 0; t < parts; ++t) {
+    const int64_t i = t / by_columns, j = t % by_columns;
+    const int64_t m_begin = std::min(m, row_blocks * i / by_rows * kRows);
+    const int64_t m_end = std::min(m, row_blocks * (i + 1) / by_rows * kRows);
+    const int64_t p_begin = num_panels * j / by_columns;
+    const int64_t p_end = num_panels * (j + 1) / by_columns;
+    gemm_part(a, lda, m_begin, m_end, k, panels, p_begin, p_end, n, c, ldc, e);
+  }
+}
+
+}  // namespace kiln::engine::cpu::dnnl_impl

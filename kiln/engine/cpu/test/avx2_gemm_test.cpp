@@ -1,0 +1,163 @@
+// kiln's AVX2 MatMul (avx2_gemm.cpp) against the reference kernels on seeded random data: tiles
+// of every height at the rows' end, panels cut at N's end, blocks of K after the first, the
+// threads' splits by columns and by rows, biases, every post-op and a residual; and where
+// kernel selection takes it (a CPU without AVX-512, more than a decoder's rows).
+
+#include <kiln/engine/cpu/avx2_gemm.h>
+#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/kernels/kernels.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
+
+// Kernel selection as on an AVX2 CPU, restored to the binary's forced choice afterwards.
+struct AsOnAvx2 {
+  AsOnAvx2() { set_avx512_for_testing(false); }
+  ~AsOnAvx2() { set_avx512_for_testing(true); }
+};
+
+constexpr const char* kAvx2 = "kiln AVX2 MatMul";
+
+// MatMul [rows, k] x [k, n] (+ bias) with `post_ops`; a first AddResidual adds a residual input.
+Case matmul_case(int64_t rows, int64_t k, int64_t n, bool bias, const std::vector<PostOp>& post_ops,
+                 int threads, uint32_t& seed, OwnedTensor& expected) {
+  Case c("MatMul", {});
+  c.desc.small_ops_own_loops = true;
+  c.desc.num_threads = threads;
+  c.add(random_tensor({rows, k}, seed++), false);
+  c.add(random_tensor({k, n}, seed++, -0.2, 0.2), true);
+  if (bias) c.add(random_tensor({n}, seed++), true);
+  expected = zeros({rows, n});
+  EXPECT_TRUE(kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
+  float* y = expected.tensor().mutable_data_ptr<float>();
+  if (bias) {
+    for (int64_t i = 0; i < rows * n; ++i) y[i] += c.at(2).data_ptr<float>()[i % n];
+  }
+  std::vector<const runtime::Tensor*> residuals;
+  if (!post_ops.empty() && post_ops.front().kind == PostOpKind::AddResidual) {
+    c.add(random_tensor({rows, n}, seed++), false);
+    residuals.push_back(&c.inputs.back()->tensor());
+  }
+  apply_post_ops(post_ops, residuals, expected);
+  c.desc.post_ops = post_ops;
+  return c;
+}
+
+TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
+  if (!dnnl_impl::cpu_has_avx2_fma()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
+  AsOnAvx2 avx2;
+  struct Shape {
+    int64_t rows, k, n;
+  };
+  // Rows: every tile height at the end, a chunk of 96 and past it; K: one block, a block and
+  // one, several; N: under a panel, a panel, a panel and one, many.
+  const std::vector<Shape> shapes = {{5, 1, 1},     {6, 7, 16},     {7, 256, 17},
+                                     {11, 257, 33}, {13, 600, 15},  {96, 64, 100},
+                                     {97, 300, 48}, {200, 513, 70}, {128, 40, 700}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Gelu}},
+      {{PostOpKind::Gelu, 1.0f}},
+      {{PostOpKind::AddResidual}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}},
+      {{PostOpKind::Sigmoid}, {PostOpKind::Linear, 2.0f, 0.5f}},
+      {{PostOpKind::Tanh}},
+      {{PostOpKind::Swish}}};
+  uint32_t seed = 9400;
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2, 3}) {
+      for (size_t p = 0; p < post_op_sets.size(); ++p) {
+        const bool bias = (p + static_cast<size_t>(threads)) % 2 == 0;
+        SCOPED_TRACE(std::to_string(s.rows) + " x " + std::to_string(s.k) + " x " +
+                     std::to_string(s.n) + (bias ? " bias" : "") + post_ops_name(post_op_sets[p]) +
+                     " threads " + std::to_string(threads));
+        OwnedTensor expected = zeros({0});
+        Case c = matmul_case(s.rows, s.k, s.n, bias, post_op_sets[p], threads, seed, expected);
+        expect_near(c.run(), expected);
+        EXPECT_NE(c.description.find(kAvx2), std::string::npos) << c.description;
+      }
+    }
+  }
+}
+
+TEST(Avx2Gemm, GemmsWithTransBAlphaAndBeta) {
+  if (!dnnl_impl::cpu_has_avx2_fma()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
+  AsOnAvx2 avx2;
+  uint32_t seed = 9500;
+  for (bool trans_b : {false, true}) {
+    SCOPED_TRACE(trans_b ? "transB" : "B");
+    kernels::GemmOptions options;
+    options.alpha = 0.5;
+    options.beta = 2.0;
+    options.trans_b = trans_b;
+    Case c("Gemm", {int_attr("transB", trans_b ? 1 : 0), float_attr("alpha", 0.5),
+                    float_attr("beta", 2.0)});
+    c.desc.small_ops_own_loops = true;
+    c.desc.num_threads = 2;
+    c.add(random_tensor({40, 300}, seed++), false);
+    c.add(random_tensor(trans_b ? std::vector<int64_t>{90, 300} : std::vector<int64_t>{300, 90},
+                        seed++, -0.2, 0.2),
+          true);
+    c.add(random_tensor({90}, seed++), true);
+    OwnedTensor expected = zeros({40, 90});
+    ASSERT_TRUE(kernels::gemm(c.at(0), c.at(1), &c.at(2), expected.tensor(), options).ok());
+    expect_near(c.run(), expected);
+    EXPECT_NE(c.description.find(kAvx2), std::string::npos) << c.description;
+  }
+}
+
+// Batched A ([2, 3, K]: six rows at once) runs here too; a decoder's few rows, a B computed at
+// run time, transA, and oneDNN asked for explicitly stay on oneDNN; with AVX-512, oneDNN.
+TEST(Avx2Gemm, KernelSelection) {
+  if (!dnnl_impl::cpu_has_avx2_fma()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
+  uint32_t seed = 9600;
+  auto provider = [](Case& c) {
+    auto op = c.create();
+    EXPECT_TRUE(op.ok()) << op.status();
+    return op.ok() ? (*op)->describe() : std::string();
+  };
+  {
+    AsOnAvx2 avx2;
+    Case batched("MatMul", {});
+    batched.desc.small_ops_own_loops = true;
+    batched.add(random_tensor({2, 3, 64}, seed++), false);
+    batched.add(random_tensor({64, 40}, seed++), true);
+    OwnedTensor expected = zeros({2, 3, 40});
+    ASSERT_TRUE(kernels::matmul(batched.at(0), batched.at(1), expected.tensor()).ok());
+    expect_near(batched.run(), expected);
+    EXPECT_NE(batched.description.find(kAvx2), std::string::npos) << batched.description;
+
+    OwnedTensor unused = zeros({0});
+    Case few = matmul_case(4, 512, 1536, true, {}, 1, seed, unused);
+    EXPECT_EQ(provider(few).find(kAvx2), std::string::npos);
+    Case asked = matmul_case(64, 64, 64, false, {}, 1, seed, unused);
+    asked.desc.small_ops_own_loops = false;
+    EXPECT_EQ(provider(asked).find(kAvx2), std::string::npos);
+    Case computed("MatMul", {});
+    computed.desc.small_ops_own_loops = true;
+    computed.add(random_tensor({64, 32}, seed++), false);
+    computed.add(random_tensor({32, 48}, seed++), false);
+    EXPECT_EQ(provider(computed).find(kAvx2), std::string::npos);
+    Case trans_a("Gemm", {int_attr("transA", 1)});
+    trans_a.desc.small_ops_own_loops = true;
+    trans_a.add(random_tensor({32, 64}, seed++), false);
+    trans_a.add(random_tensor({32, 48}, seed++), true);
+    EXPECT_EQ(provider(trans_a).find(kAvx2), std::string::npos);
+  }
+  Case large = [&] {
+    OwnedTensor unused = zeros({0});
+    return matmul_case(128, 512, 512, true, {}, 1, seed, unused);
+  }();
+  EXPECT_EQ(provider(large).find(kAvx2), std::string::npos);  // as on AVX-512 (the binary's)
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
