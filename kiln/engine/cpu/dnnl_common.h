@@ -276,6 +276,11 @@ size_t panel_floats(int64_t k, int64_t n);
 Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::string& layout,
                                  size_t count, const std::function<void(float*)>& fill,
                                  std::vector<float>& own);
+/// The constant B of input `input` of `desc` ([K, N], or with `trans_b` [N, K]) times `alpha`,
+/// packed into panels (`pack_panels`) through `desc.packed` (one copy per model whoever asks),
+/// or into `own` when it is null. Errors: those of `desc.verify_constant`.
+Result<const float*> pack_matmul_panels(const OpDesc& desc, size_t input, int64_t k, int64_t n,
+                                        bool trans_b, double alpha, std::vector<float>& own);
 void pack_panels(const float* b, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
                  float scale, float* to);
 void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,

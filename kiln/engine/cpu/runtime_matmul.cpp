@@ -1,9 +1,16 @@
 // RuntimeMatMul: MatMuls on oneDNN matmul primitives whose dims are DNNL_RUNTIME_DIM_VAL, so
-// every shape runs on the same primitive (shape-generic plans).
+// every shape runs on the same primitive (shape-generic plans). A constant B on a CPU without
+// AVX-512 runs on kiln's AVX2 loops instead (avx2_gemm.cpp), which take any number of rows as
+// they come: oneDNN's run-time-dimension matmul there is its gemm:jit, which repacks B at
+// every call.
 
+#include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/runtime_matmul.h>
 #include <kiln/kernels/kernels.h>
+
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -56,6 +63,11 @@ class RuntimeMatMulImpl {
   memory weights;
   memory bias;  ///< Empty when there is none.
   std::string describe;
+  /// Constant B on kiln's AVX2 loops (`cpu::avx2_own_gemm`): B's panels, the bias (empty:
+  /// none) and the post-ops; no primitives then.
+  const float* panels = nullptr;
+  std::vector<float> own_panels, bias_values;
+  std::vector<PostOp> post_ops;
 };
 
 RuntimeMatMul::RuntimeMatMul(std::unique_ptr<RuntimeMatMulImpl> impl) : impl_(std::move(impl)) {}
@@ -80,6 +92,20 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
   }
   impl.k = b.size(0);
   impl.n = b.size(1);
+  const bool has_bias = desc.inputs.size() > 2 && input_present(desc, 2);
+  const Tensor* constant_bias = has_bias ? input_constant(desc, 2) : nullptr;
+  // (A bias that is not N constant values gets its error below.)
+  if (avx2_own_gemm() && all_float(desc) && supported_post_ops(desc, true) &&
+      (!has_bias || (constant_bias != nullptr && constant_bias->numel() == impl.n))) {
+    if (has_bias) {
+      KILN_ASSIGN_OR_RETURN(impl.bias_values, column_bias(desc, 2, impl.n, 1.0f));
+    }
+    KILN_ASSIGN_OR_RETURN(impl.panels,
+                          pack_matmul_panels(desc, 1, impl.k, impl.n, false, 1.0, impl.own_panels));
+    impl.post_ops = desc.post_ops;
+    impl.describe = "kiln AVX2 MatMul (run-time rows; 6 x 16 tiles over B's panels, packed once)";
+    return Status();
+  }
   const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
   memory::desc src_md({rows, impl.k}, memory::data_type::f32, memory::format_tag::ab);
   memory::desc dst_md({rows, impl.n}, memory::data_type::f32, memory::format_tag::ab);
@@ -246,6 +272,17 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   int64_t k = a_dims.back();
   double macs = static_cast<double>(out.numel()) * static_cast<double>(k);
   const bool one_thread = macs < kMinParallelMacs || impl_->num_threads == 1;
+  if (impl_->panels != nullptr) {
+    Epilogue e;
+    e.col_bias = impl_->bias_values.empty() ? nullptr : impl_->bias_values.data();
+    e.ops = impl_->post_ops.data();
+    e.num_ops = impl_->post_ops.size();
+    avx2_gemm(
+        a.data_ptr<float>(), k, a_dims[0], k, impl_->panels, impl_->n,
+        out.mutable_data_ptr<float>(), impl_->n, e,
+        one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads()));
+    return Status();
+  }
   KILN_ASSIGN_OR_RETURN(dnnl::matmul * primitive,
                         primitive_for(*impl_, impl_->constant_b ? 2 : a_dims.size(), one_thread));
   ThreadScope threads(one_thread ? 1 : impl_->num_threads);
@@ -265,7 +302,7 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
 }
 
 Status RuntimeMatMul::warm_up() {
-  if (!impl_->constant_b) return Status();
+  if (!impl_->constant_b || impl_->panels != nullptr) return Status();  // nothing generated
   // Two rows: oneDNN makes its matrix-vector kernels for one row and its whole gemm kernel
   // set (which covers one row too) for more.
   constexpr int64_t kRows = 2;

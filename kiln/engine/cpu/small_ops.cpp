@@ -16,6 +16,8 @@
 #include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/cpu/vector_math.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -256,7 +258,8 @@ class SmallMatMulOp final : public SmallOp {
     op->post_ops_ = desc.post_ops;
     op->m_ = m, op->n_ = n, op->k_ = k;
     op->blocked_ = blocked;
-    op->threads_ = streaming || blocked ? std::max(desc.num_threads, 1) : 1;
+    op->threads_ = streaming ? std::max(desc.num_threads, 1) : 1;
+    if (blocked) op->threads_ = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
     op->residual_ = residuals == 1;
     std::vector<int64_t> out(a_sizes.begin(), a_sizes.end() - 1);
     out.push_back(n);
@@ -270,19 +273,8 @@ class SmallMatMulOp final : public SmallOp {
       KILN_ASSIGN_OR_RETURN(op->bias_,
                             column_bias(desc, 2, n, static_cast<float>(gemm ? beta : 1.0)));
     }
-    const auto* source = static_cast<const float*>(b->data());
-    const float scale = static_cast<float>(alpha);
-    const std::string layout = "kiln panels16 f32 K=" + std::to_string(k) +
-                               " N=" + std::to_string(n) + " transB=" + std::to_string(trans_b) +
-                               " alpha=" + std::to_string(alpha);
-    KILN_ASSIGN_OR_RETURN(op->panels_, pack_floats(
-                                           desc, 1, layout, panel_floats(k, n),
-                                           [&](float* to) {
-                                             // B [K, N], or (transB) stored as [N, K].
-                                             pack_panels(source, trans_b != 0 ? 1 : n,
-                                                         trans_b != 0 ? k : 1, k, n, scale, to);
-                                           },
-                                           op->own_panels_));
+    KILN_ASSIGN_OR_RETURN(op->panels_,
+                          pack_matmul_panels(desc, 1, k, n, trans_b != 0, alpha, op->own_panels_));
     return std::unique_ptr<CpuOp>(std::move(op));
   }
 
@@ -566,6 +558,22 @@ Result<const float*> pack_floats(const OpDesc& desc, size_t input, const std::st
                           return packing(data);
                         }));
   return reinterpret_cast<const float*>(bytes);
+}
+
+Result<const float*> pack_matmul_panels(const OpDesc& desc, size_t input, int64_t k, int64_t n,
+                                        bool trans_b, double alpha, std::vector<float>& own) {
+  const auto* source = static_cast<const float*>(desc.constants[input]->data());
+  const float scale = static_cast<float>(alpha);
+  const std::string layout =
+      "kiln panels16 f32 K=" + std::to_string(k) + " N=" + std::to_string(n) +
+      " transB=" + std::to_string(trans_b ? 1 : 0) + " alpha=" + std::to_string(alpha);
+  return pack_floats(
+      desc, input, layout, panel_floats(k, n),
+      [&](float* to) {
+        // B [K, N], or (transB) stored as [N, K].
+        pack_panels(source, trans_b ? 1 : n, trans_b ? k : 1, k, n, scale, to);
+      },
+      own);
 }
 
 size_t panel_floats(int64_t k, int64_t n) {

@@ -1,7 +1,9 @@
 // RuntimeMatMul (run-time shapes, for shape-generic plans) against the reference MatMul on
-// seeded random data: one op over many shapes, with a constant B (bias, post-ops) and with
-// two computed inputs (equal and broadcast batch dims), and its errors.
+// seeded random data: one op over many shapes, with a constant B (bias, post-ops; on oneDNN,
+// and on kiln's AVX2 loops as kernel selection takes them without AVX-512) and with two
+// computed inputs (equal and broadcast batch dims), and its errors.
 
+#include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/runtime_matmul.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
@@ -51,30 +53,40 @@ TEST(RuntimeMatMul, OneOpWithConstantBMatchesReferenceOverShapesBiasAndPostOps) 
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {}, {{PostOpKind::Relu}}, {{PostOpKind::Gelu}}, {{PostOpKind::Clip, -0.5f, 0.5f}}};
   uint32_t seed = 10;
-  for (bool with_bias : {false, true}) {
-    for (const auto& post_ops : post_op_sets) {
-      Case c("MatMul", {});
-      c.add(random_tensor({1, 24}, 3), false);  // A's sizes are ignored: known at run time
-      c.add(random_tensor({24, 40}, 1), true);
-      if (with_bias) c.add(random_tensor({40}, 2), true);
-      c.desc.post_ops = post_ops;
-      c.desc.constants = {nullptr, &c.at(1)};
-      if (with_bias) c.desc.constants.push_back(&c.at(2));
-      auto op = RuntimeMatMul::create(c.desc);
-      ASSERT_TRUE(op.ok()) << op.status();
-      EXPECT_TRUE((*op)->constant_b());
-      EXPECT_THAT((*op)->describe(), HasSubstr("run-time rows"));
-      ASSERT_TRUE((*op)->warm_up().ok());
-      for (const auto& shape : a_shapes) {
-        SCOPED_TRACE(runtime::shape_to_string(shape) + (with_bias ? " bias" : "") +
-                     post_ops_name(post_ops));
-        OwnedTensor a = random_tensor(shape, seed++);
-        OwnedTensor out = run(**op, a.tensor(), nullptr);
-        expect_near(
-            out, reference(a.tensor(), b.tensor(), with_bias ? &bias.tensor() : nullptr, post_ops));
+  for (bool avx2 : {false, true}) {
+    if (avx2 && !dnnl_impl::cpu_has_avx2_fma()) continue;
+    set_avx512_for_testing(!avx2);
+    for (bool with_bias : {false, true}) {
+      for (const auto& post_ops : post_op_sets) {
+        for (int threads : {1, 2}) {
+          Case c("MatMul", {});
+          c.desc.num_threads = threads;
+          c.add(random_tensor({1, 24}, 3), false);  // A's sizes are ignored: known at run time
+          c.add(random_tensor({24, 40}, 1), true);
+          if (with_bias) c.add(random_tensor({40}, 2), true);
+          c.desc.post_ops = post_ops;
+          c.desc.constants = {nullptr, &c.at(1)};
+          if (with_bias) c.desc.constants.push_back(&c.at(2));
+          auto op = RuntimeMatMul::create(c.desc);
+          ASSERT_TRUE(op.ok()) << op.status();
+          EXPECT_TRUE((*op)->constant_b());
+          EXPECT_THAT((*op)->describe(), HasSubstr("run-time rows"));
+          EXPECT_EQ((*op)->describe().find("AVX2") != std::string::npos, avx2) << (*op)->describe();
+          ASSERT_TRUE((*op)->warm_up().ok());
+          for (const auto& shape : a_shapes) {
+            SCOPED_TRACE(runtime::shape_to_string(shape) + (with_bias ? " bias" : "") +
+                         post_ops_name(post_ops) + (avx2 ? " AVX2" : "") + " threads " +
+                         std::to_string(threads));
+            OwnedTensor a = random_tensor(shape, seed++);
+            OwnedTensor out = run(**op, a.tensor(), nullptr);
+            expect_near(out, reference(a.tensor(), b.tensor(), with_bias ? &bias.tensor() : nullptr,
+                                       post_ops));
+          }
+        }
       }
     }
   }
+  set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
 }
 
 TEST(RuntimeMatMul, TwoComputedInputsMatchReferenceWithEqualAndBroadcastBatches) {
