@@ -25,8 +25,6 @@ namespace kiln::engine::cpu::dnnl_impl {
 
 namespace {
 
-using vec::Floats8;
-
 constexpr int64_t kPanel = 16;       // columns per panel
 constexpr int kRows = 6;             // rows per tile
 constexpr int64_t kDepth = 512;      // K per block
@@ -127,19 +125,14 @@ template <bool kPrefetch>
   tile_rows<false>(rows, a, lda, b, kc, c, ldc, first, init, res, nullptr);
 }
 
-[[gnu::target("avx2,fma"), gnu::always_inline]] inline Floats8 load8(const float* p) {
-  Floats8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
 // columns [n0, n0 + width) of C, width <= 16; `ldc` is the residual's row stride. (The column
-// bias is where the sums started.)
-[[gnu::target("avx2,fma")]] void finish_tile(float* t, int64_t ldt, int rows, int64_t width,
-                                             int64_t m0, int64_t n0, int64_t ldc,
-                                             const Epilogue& e) {
-  constexpr int64_t kHalf = kPanel / 2;
+// bias is where the sums started.) On the 16-float vectors of the other loops' epilogue
+// (loop_epilogue.h), built for each CPU by KILN_VECTOR_CLONES: it runs once per tile after the
+// last block, only for post-ops other than a first residual, and Clang does not let a function
+// built for AVX2 pass 8-float vectors to helpers built for the baseline.
+KILN_VECTOR_CLONES void finish_tile(float* t, int64_t ldt, int rows, int64_t width, int64_t m0,
+                                    int64_t n0, int64_t ldc, const Epilogue& e) {
   for (int r = 0; r < rows; ++r) {
     float padded[kPanel] = {};
     const float* residual = padded;
@@ -150,13 +143,10 @@ template <bool kPrefetch>
         residual = padded;
       }
     }
-    for (int64_t h = 0; h < kPanel; h += kHalf) {
-      float* at = t + r * ldt + h;
-      Floats8 v = load8(at);
-      if (e.row_bias != nullptr) v += e.row_bias[m0 + r];
-      v = post_process(v, e, load8(residual + h));
-      std::memcpy(at, &v, sizeof v);
-    }
+    float* at = t + r * ldt;
+    vec::Floats v = vec::load(at);
+    if (e.row_bias != nullptr) v += e.row_bias[m0 + r];
+    vec::store(at, post_process(v, e, vec::load(residual)));
   }
 }
 

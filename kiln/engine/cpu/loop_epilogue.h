@@ -21,18 +21,17 @@ struct Epilogue {
 };
 
 // `residual`: the residual's values at the vector's place (AddResidual only).
-// V is vec::Floats or vec::Floats8.
-template <typename V>
-[[gnu::always_inline]] inline V post_process(V v, const Epilogue& e, V residual) {
+[[gnu::always_inline]] inline vec::Floats post_process(vec::Floats v, const Epilogue& e,
+                                                       vec::Floats residual) {
   for (size_t i = 0; i < e.num_ops; ++i) {
     const PostOp& op = e.ops[i];
     switch (op.kind) {
       case PostOpKind::Relu:
-        v = v < vec::splat_as<V>(0.0f) ? vec::splat_as<V>(0.0f) : v;
+        v = v < vec::splat(0.0f) ? vec::splat(0.0f) : v;
         break;
       case PostOpKind::Clip:
-        v = v < vec::splat_as<V>(op.alpha) ? vec::splat_as<V>(op.alpha) : v;
-        v = v > vec::splat_as<V>(op.beta) ? vec::splat_as<V>(op.beta) : v;
+        v = v < vec::splat(op.alpha) ? vec::splat(op.alpha) : v;
+        v = v > vec::splat(op.beta) ? vec::splat(op.beta) : v;
         break;
       case PostOpKind::Sigmoid:
         v = vec::sigmoid(v);
@@ -51,7 +50,7 @@ template <typename V>
         v += residual;
         break;
       case PostOpKind::Linear:
-        v = v * vec::splat_as<V>(op.alpha) + vec::splat_as<V>(op.beta);
+        v = v * vec::splat(op.alpha) + vec::splat(op.beta);
         break;
       case PostOpKind::Swish:
         v = v * vec::sigmoid(v);
