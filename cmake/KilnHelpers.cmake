@@ -16,3 +16,12 @@ function(kiln_test name)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES LABELS unit)
 endfunction()
+
+# kiln_test_as_avx2(TARGET): runs the GoogleTest executable TARGET once more, whole, with oneDNN
+# held to AVX2 (ONEDNN_MAX_CPU_ISA), which kernel selection follows too: on an AVX-512 CPU this
+# checks the plans and kernels an AVX2 CPU gets. Elsewhere it repeats the run as the CPU is.
+function(kiln_test_as_avx2 target)
+  add_test(NAME ${target}_as_avx2 COMMAND ${target} --gtest_brief=1)
+  set_tests_properties(${target}_as_avx2 PROPERTIES ENVIRONMENT ONEDNN_MAX_CPU_ISA=AVX2
+                                                    LABELS unit TIMEOUT 1200)
+endfunction()

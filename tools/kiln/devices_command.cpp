@@ -1,6 +1,8 @@
 // `kiln devices [--json]`: the compute units the engine finds on this machine
-// (engine::specialization::available_devices) and the CPU feature string of cache keys.
+// (engine::specialization::available_devices), and the CPU feature string and engine version
+// of cache keys.
 
+#include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/specialization/devices.h>
 #include <tools/kiln/commands.h>
 
@@ -20,8 +22,9 @@ namespace specialization = engine::specialization;
 runtime::Status print_devices(bool as_json) {
   const auto devices = specialization::available_devices();
   const std::string features = specialization::cpu_features();
+  const std::string engine = engine::engine_version();
   if (as_json) {
-    json doc = {{"devices", json::array()}, {"cpu_features", features}};
+    json doc = {{"devices", json::array()}, {"cpu_features", features}, {"engine_version", engine}};
     for (const auto& device : devices) {
       doc["devices"].push_back({{"name", device.name},
                                 {"kind", std::string(specialization::to_string(device.kind))},
@@ -38,7 +41,8 @@ runtime::Status print_devices(bool as_json) {
               << "  cores     " << device.num_cores << "\n"
               << "  features  " << (list.empty() ? "none" : list) << "\n";
   }
-  std::cout << "cpu features (cache key): " << features << "\n";
+  std::cout << "cpu features (cache key): " << features << "\n"
+            << "engine (cache key):       " << engine << "\n";
   return runtime::Status();
 }
 

@@ -149,8 +149,14 @@ bool gelu_post_op_fast();
 /// oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about half the
 /// FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
 bool avx2_own_gemm();
-/// Tests: the three choices above are made as if the CPU had AVX-512 (`has`) until called
-/// again (nullopt: the CPU decides).
+/// The three choices above follow oneDNN's effective instruction set, not only the CPU's: with
+/// ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU, kernel selection plans as on an AVX2 CPU (how
+/// those plans are tested there).
+/// Whether this CPU has AVX-512 as oneDNN may use it (under ONEDNN_MAX_CPU_ISA): what the three
+/// choices above follow, never changed by `set_avx512_for_testing`.
+bool cpu_has_avx512();
+/// Tests: the three choices are made as if the CPU had AVX-512 (`has`) until called again
+/// (nullopt: the CPU decides).
 void set_avx512_for_testing(std::optional<bool> has);
 
 /// Resize ops proved against the reference kernel in this process so far (a Resize takes
@@ -244,8 +250,10 @@ class CpuOp {
   virtual runtime::Status finish() { return runtime::Status(); }
 };
 
-/// The kernel provider and its version, e.g. "oneDNN 2.6.3 (hash)": part of the engine
-/// version that cache keys record, since packed layouts and kernels change with it.
+/// The kernel provider, its version and the instruction set it generates code for, e.g.
+/// "oneDNN 2.6.3 (hash) AVX2": part of the engine version that cache keys record, since packed
+/// layouts and kernels change with each (ONEDNN_MAX_CPU_ISA limits the set, see
+/// `own_vector_loops`).
 std::string provider_version();
 
 }  // namespace kiln::engine::cpu

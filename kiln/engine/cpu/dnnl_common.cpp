@@ -488,10 +488,44 @@ std::string describe_pd(const dnnl::primitive_desc_base& pd) {
 
 namespace kiln::engine::cpu {
 
+namespace {
+
+// The instruction set oneDNN generates code for here (the CPU's, or less under
+// ONEDNN_MAX_CPU_ISA), by the names ONEDNN_MAX_CPU_ISA takes.
+std::string effective_isa_name() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+      return "SSE41";
+    case dnnl_cpu_isa_avx:
+      return "AVX";
+    case dnnl_cpu_isa_avx2:
+      return "AVX2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "AVX2_VNNI";
+    case dnnl_cpu_isa_avx512_mic:
+      return "AVX512_MIC";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "AVX512_MIC_4OPS";
+    case dnnl_cpu_isa_avx512_core:
+      return "AVX512_CORE";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "AVX512_CORE_VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "AVX512_CORE_BF16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "AVX512_CORE_AMX";
+    default:
+      return "isa " + std::to_string(static_cast<unsigned>(dnnl_get_effective_cpu_isa()));
+  }
+}
+
+}  // namespace
+
 std::string provider_version() {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + " (" + std::string(v->hash ? v->hash : "") + ")";
+         std::to_string(v->patch) + " (" + std::string(v->hash ? v->hash : "") + ") " +
+         effective_isa_name();
 }
 
 }  // namespace kiln::engine::cpu

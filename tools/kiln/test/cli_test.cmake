@@ -114,9 +114,15 @@ run_kiln(export_not_onnx EXPECT fail
 # kiln devices and kiln cache (over an empty cache directory; ModelCache-filled directories and
 # programs with model packages are covered by cache_tool_test.cpp).
 run_kiln(devices_text EXPECT ok ARGS devices
-         STDOUT "^cpu  " "cores     [0-9]+" "cpu features \\(cache key\\): ")
+         STDOUT "^cpu  " "cores     [0-9]+" "cpu features \\(cache key\\): "
+                "engine \\(cache key\\): +kiln-engine [0-9]+ / oneDNN [0-9.]+ \\([^)]*\\) [A-Z]")
 run_kiln(devices_json EXPECT ok ARGS devices --json
-         STDOUT "\"kind\": \"cpu\"" "\"cores\": [0-9]+" "\"cpu_features\": ")
+         STDOUT "\"kind\": \"cpu\"" "\"cores\": [0-9]+" "\"cpu_features\": "
+                "\"engine_version\": \"kiln-engine ")
+# oneDNN's instruction-set limit is part of the engine version (and so of cache keys).
+run_kiln(devices_isa_limit EXPECT ok PROGRAM "${CMAKE_COMMAND}"
+         ARGS -E env ONEDNN_MAX_CPU_ISA=SSE41 "${KILN}" devices
+         STDOUT "engine \\(cache key\\): [^\n]* SSE41\n")
 set(cache_dir "${WORK_DIR}/cache")
 run_kiln(cache_list_absent_dir EXPECT ok ARGS cache list --cache-dir "${cache_dir}"
          STDOUT "cache .*cache: 0 entries")

@@ -3,11 +3,13 @@
 // normalizations, to the reference kernel), with the same results; where it is true, to the
 // loops. The test binary forces it true (own_loops_on.cpp); these cases set it each way.
 
+#include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -123,10 +125,19 @@ TEST(OwnVectorLoops, OffLeavesRowNormalizationsToTheReferenceKernel) {
   EXPECT_NE(op.status().message().find("AVX-512"), std::string::npos) << op.status();
 }
 
+// The CPU decides as oneDNN may use it: ONEDNN_MAX_CPU_ISA below AVX-512 (the *_as_avx2 runs of
+// these tests) makes the choices of an AVX2 CPU.
 TEST(OwnVectorLoops, TheCpuDecidesUnlessATestForcesIt) {
   ForcedLoops forced(std::nullopt);
+  EXPECT_EQ(own_vector_loops(), cpu_has_avx512());
+  EXPECT_EQ(gelu_post_op_fast(), cpu_has_avx512());
 #if defined(__GNUC__) && defined(__x86_64__)
-  EXPECT_EQ(own_vector_loops(), __builtin_cpu_supports("avx512f") != 0);
+  const std::string limit =
+      std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "";
+  const bool below_avx2 = limit == "SSE41" || limit == "AVX";
+  const bool below_avx512 = below_avx2 || limit == "AVX2" || limit == "AVX2_VNNI";
+  EXPECT_EQ(cpu_has_avx512(), __builtin_cpu_supports("avx512f") != 0 && !below_avx512);
+  EXPECT_EQ(avx2_own_gemm(), !cpu_has_avx512() && dnnl_impl::cpu_has_avx2_fma() && !below_avx2);
 #else
   EXPECT_TRUE(own_vector_loops());
 #endif
