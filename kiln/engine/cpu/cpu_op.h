@@ -145,9 +145,9 @@ bool own_vector_loops();
 /// (oneDNN's jit:avx2 eltwise) takes 0.07. False: fusion leaves a GELU as its own step.
 bool gelu_post_op_fast();
 /// Whether kernel selection takes kiln's AVX2 MatMul (`avx2_gemm`) for MatMuls and Gemms by a
-/// constant B of more than a few rows: on a CPU with AVX2 and FMA but not AVX-512, where
-/// oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about half the
-/// FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
+/// constant B (of any rows, a decoder's single one too): on a CPU with AVX2 and FMA but not
+/// AVX-512, where oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about
+/// half the FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
 bool avx2_own_gemm();
 /// The three choices above follow oneDNN's effective instruction set, not only the CPU's: with
 /// ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU, kernel selection plans as on an AVX2 CPU (how

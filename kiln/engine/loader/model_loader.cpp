@@ -256,9 +256,9 @@ namespace {
 // loops; 14: blocked 1x1 Convs on kiln's loops; 15: same-shape Adds and Muls on kiln's
 // loops; 16: strided blocked 1x1 Convs too; 17: SiLU fused as a Swish post-op, activations
 // fused into instance and group normalizations; 18-19: kiln's vector loops and fused GELUs only
-// with AVX-512; 20: MatMuls by a constant B on kiln's AVX2 loops without AVX-512), so that
-// entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 20";
+// with AVX-512; 20: MatMuls by a constant B on kiln's AVX2 loops without AVX-512; 21: those of
+// a decoder's 1-4 rows too), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 21";
 
 struct StaticFunction {
   std::string name;

@@ -1,7 +1,7 @@
 // kiln's AVX2 MatMul (avx2_gemm.cpp) against the reference kernels on seeded random data: tiles
 // of every height at the rows' end, panels cut at N's end, blocks of K after the first, the
 // threads' splits by columns and by rows, biases, every post-op and a residual; and where
-// kernel selection takes it (a CPU without AVX-512, more than a decoder's rows).
+// kernel selection takes it (a CPU without AVX-512).
 
 #include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/test/op_case.h>
@@ -56,11 +56,11 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
   struct Shape {
     int64_t rows, k, n;
   };
-  // Rows: every tile height at the end, a chunk of 96 and past it; K: one block, a block and
-  // one, several; N: under a panel, a panel, a panel and one, many.
-  const std::vector<Shape> shapes = {{5, 1, 1},     {6, 7, 16},     {7, 256, 17},
-                                     {11, 257, 33}, {13, 600, 15},  {96, 64, 100},
-                                     {97, 300, 48}, {200, 513, 70}, {128, 40, 700}};
+  // Rows: a decoder's 1-4, every tile height at the end, a chunk of 96 and past it; K: one
+  // block, a block and one, several; N: under a panel, a panel, a panel and one, many.
+  const std::vector<Shape> shapes = {{1, 300, 40},  {3, 513, 17},  {4, 64, 512},   {5, 1, 1},
+                                     {6, 7, 16},    {7, 256, 17},  {11, 257, 33},  {13, 600, 15},
+                                     {96, 64, 100}, {97, 300, 48}, {200, 513, 70}, {128, 40, 700}};
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {},
       {{PostOpKind::Relu}},
@@ -114,8 +114,8 @@ TEST(Avx2Gemm, GemmsWithTransBAlphaAndBeta) {
   }
 }
 
-// Batched A ([2, 3, K]: six rows at once) runs here too; a decoder's few rows, a B computed at
-// run time, transA, and oneDNN asked for explicitly stay on oneDNN; with AVX-512, oneDNN.
+// Batched A ([2, 3, K]: six rows at once) and a decoder's single row run here too; a B computed
+// at run time, transA, and oneDNN asked for explicitly stay on oneDNN; with AVX-512, oneDNN.
 TEST(Avx2Gemm, KernelSelection) {
   if (!dnnl_impl::cpu_has_avx2_fma()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
   uint32_t seed = 9600;
@@ -135,9 +135,13 @@ TEST(Avx2Gemm, KernelSelection) {
     expect_near(batched.run(), expected);
     EXPECT_NE(batched.description.find(kAvx2), std::string::npos) << batched.description;
 
+    OwnedTensor one_expected = zeros({0});
+    Case one_row = matmul_case(1, 512, 1536, true, {}, 1, seed, one_expected);
+    one_row.desc.small_ops_own_loops = true;
+    expect_near(one_row.run(), one_expected);
+    EXPECT_NE(one_row.description.find(kAvx2), std::string::npos) << one_row.description;
+
     OwnedTensor unused = zeros({0});
-    Case few = matmul_case(4, 512, 1536, true, {}, 1, seed, unused);
-    EXPECT_EQ(provider(few).find(kAvx2), std::string::npos);
     Case asked = matmul_case(64, 64, 64, false, {}, 1, seed, unused);
     asked.desc.small_ops_own_loops = false;
     EXPECT_EQ(provider(asked).find(kAvx2), std::string::npos);

@@ -1,6 +1,7 @@
 // Kernel selection and kiln's own vector loops: where own_vector_loops() is false (a CPU
 // without AVX-512), the ops the loops would take go to oneDNN (or, for the row
-// normalizations, to the reference kernel), with the same results; where it is true, to the
+// normalizations, to the reference kernel; for MatMuls, to kiln's AVX2 MatMul), with the same
+// results; where it is true, to the
 // loops. The test binary forces it true (own_loops_on.cpp); these cases set it each way.
 
 #include <kiln/engine/cpu/avx2_gemm.h>
@@ -28,7 +29,8 @@ struct ForcedLoops {
 struct Choice {
   std::string what;
   std::function<Case(uint32_t)> make;
-  bool reference_when_off = false;  // little work: the reference kernel's, not oneDNN's
+  bool reference_when_off = false;    // little work: the reference kernel's, not oneDNN's
+  bool avx2_matmul_when_off = false;  // kiln's AVX2 MatMul, where the CPU has AVX2 and FMA
 };
 
 std::vector<Choice> choices() {
@@ -50,14 +52,15 @@ std::vector<Choice> choices() {
          c.add(random_tensor({2, 32, 3, 3}, seed + 1, -0.3, 0.3), true);
          return c;
        }},
-      {"a small MatMul",  // of a decoder's few rows: more take kiln's AVX2 MatMul (off)
+      {"a small MatMul",
        [](uint32_t seed) {
          Case c("MatMul", {});
          c.desc.small_ops_own_loops = true;
          c.add(random_tensor({4, 32}, seed), false);
          c.add(random_tensor({32, 24}, seed + 1), true);
          return c;
-       }},
+       },
+       false, true},
       {"an Add of two tensors of one shape",
        [](uint32_t seed) {
          Case c("Add", {});
@@ -101,7 +104,12 @@ TEST(OwnVectorLoops, OffLeavesTheLoopsOpsToOneDnnWithTheSameResults) {
         continue;
       }
       ASSERT_TRUE(op.ok()) << op.status();
-      EXPECT_EQ((*op)->provider(), "onednn") << (*op)->describe();
+      if (choice.avx2_matmul_when_off && dnnl_impl::cpu_has_avx2_fma()) {
+        EXPECT_NE((*op)->describe().find("kiln AVX2 MatMul"), std::string::npos)
+            << (*op)->describe();
+      } else {
+        EXPECT_EQ((*op)->provider(), "onednn") << (*op)->describe();
+      }
       off = off_case.run(**op);
     }
     expect_near(off, on);
