@@ -142,7 +142,9 @@ bool own_vector_loops();
 /// on this CPU (where it has AVX-512). oneDNN 2.6's AVX2 kernels for those (gemm:jit) apply a
 /// fused GELU element by element outside their generated code: GPT prefill's fc1 MatMuls
 /// (128 x 512 x 2048) took 8.1 ms with it against 4.5 for fc2's equal work, where a GELU step
-/// (oneDNN's jit:avx2 eltwise) takes 0.07. False: fusion leaves a GELU as its own step.
+/// (oneDNN's jit:avx2 eltwise) takes 0.07. kiln's AVX2 MatMul, which now takes those MatMuls,
+/// is no faster with it fused (its epilogue computes in 16-float vectors: fc1 0.27 ms against
+/// fc2's 0.195, where the GELU step takes 0.05). False: fusion leaves a GELU as its own step.
 bool gelu_post_op_fast();
 /// Whether kernel selection takes kiln's AVX2 MatMul (`avx2_gemm`) for MatMuls and Gemms by a
 /// constant B (of any rows, a decoder's single one too): on a CPU with AVX2 and FMA but not
