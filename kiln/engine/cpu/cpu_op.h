@@ -151,11 +151,9 @@ bool gelu_post_op_fast();
 /// AVX-512, where oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about
 /// half the FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
 bool avx2_own_gemm();
-/// The three choices above follow oneDNN's effective instruction set, not only the CPU's: with
-/// ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU, kernel selection plans as on an AVX2 CPU (how
-/// those plans are tested there).
-/// Whether this CPU has AVX-512 as oneDNN may use it (under ONEDNN_MAX_CPU_ISA): what the three
-/// choices above follow, never changed by `set_avx512_for_testing`.
+/// Whether this CPU has AVX-512 as oneDNN may use it: the three choices above follow it, not
+/// the CPU alone, so with ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU kernel selection plans as
+/// on an AVX2 CPU (how those plans are tested there). `set_avx512_for_testing` never changes it.
 bool cpu_has_avx512();
 /// Tests: the three choices are made as if the CPU had AVX-512 (`has`) until called again
 /// (nullopt: the CPU decides).

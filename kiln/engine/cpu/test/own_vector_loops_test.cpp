@@ -1,8 +1,8 @@
 // Kernel selection and kiln's own vector loops: where own_vector_loops() is false (a CPU
-// without AVX-512), the ops the loops would take go to oneDNN (or, for the row
-// normalizations, to the reference kernel; for MatMuls, to kiln's AVX2 MatMul), with the same
-// results; where it is true, to the
-// loops. The test binary forces it true (own_loops_on.cpp); these cases set it each way.
+// without AVX-512), the ops the loops would take go to oneDNN (or, for the row normalizations,
+// to the reference kernel; for MatMuls, to kiln's AVX2 MatMul), with the same results; where it
+// is true, to the loops. The test binary forces it true (own_loops_on.cpp); these cases set it
+// each way.
 
 #include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/test/op_case.h>
@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -140,8 +141,9 @@ TEST(OwnVectorLoops, TheCpuDecidesUnlessATestForcesIt) {
   EXPECT_EQ(own_vector_loops(), cpu_has_avx512());
   EXPECT_EQ(gelu_post_op_fast(), cpu_has_avx512());
 #if defined(__GNUC__) && defined(__x86_64__)
-  const std::string limit =
-      std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "";
+  // oneDNN reads the name in any case.
+  std::string limit = std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "";
+  for (char& ch : limit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   const bool below_avx2 = limit == "SSE41" || limit == "AVX";
   const bool below_avx512 = below_avx2 || limit == "AVX2" || limit == "AVX2_VNNI";
   EXPECT_EQ(cpu_has_avx512(), __builtin_cpu_supports("avx512f") != 0 && !below_avx512);
