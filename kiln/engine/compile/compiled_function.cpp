@@ -4,6 +4,7 @@
 #include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/compile/work_flops.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -146,14 +147,30 @@ Status run_runtime_rows(CompiledFunctionImpl& impl, Step& step) {
   return step.runtime_rows->run(x, out.to_tensor());
 }
 
+// A run-time-shape element-wise op: its result is sized as its inputs broadcast.
+Status run_runtime_elementwise(CompiledFunctionImpl& impl, Step& step) {
+  std::array<const Tensor*, 3> inputs{};
+  const size_t count = std::min(step.inputs.size(), inputs.size());
+  for (size_t i = 0; i < count; ++i) {
+    inputs[i] = &impl.slots[static_cast<size_t>(step.inputs[i])]->tensor();
+  }
+  Span<const Tensor* const> in(inputs.data(), count);
+  EValue& out = impl.slots[static_cast<size_t>(step.outputs[0])]->value;
+  KILN_ASSIGN_OR_RETURN(Span<const int64_t> sizes, step.runtime_elementwise->output_sizes(in));
+  KILN_RETURN_IF_ERROR(impl.resize(out, sizes));
+  return step.runtime_elementwise->run(in, out.to_tensor());
+}
+
 }  // namespace
 
 Status run_step(CompiledFunctionImpl& impl, Step& step) {
-  Status status = step.cpu_op != nullptr ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
-                  : step.runtime_matmul != nullptr ? run_runtime_matmul(impl, step)
-                  : step.runtime_rows != nullptr   ? run_runtime_rows(impl, step)
-                                                   : step.kernel(*step.context, step.ref_inputs,
-                                                                 step.ref_outputs, step.attributes);
+  Status status =
+      step.cpu_op != nullptr           ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
+      : step.runtime_matmul != nullptr ? run_runtime_matmul(impl, step)
+      : step.runtime_rows != nullptr   ? run_runtime_rows(impl, step)
+      : step.runtime_elementwise != nullptr
+          ? run_runtime_elementwise(impl, step)
+          : step.kernel(*step.context, step.ref_inputs, step.ref_outputs, step.attributes);
   if (status.ok()) return status;
   return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op + ")");
 }

@@ -3,6 +3,7 @@
 
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/runtime_elementwise.h>
 #include <kiln/engine/cpu/runtime_matmul.h>
 #include <kiln/engine/cpu/runtime_rows.h>
 #include <kiln/runtime/core/aligned_buffer.h>
@@ -64,8 +65,8 @@ struct Slot {
   runtime::Tensor& tensor() { return value.to_tensor(); }
 };
 
-/// One step: a oneDNN op (possibly fused), a run-time-shape MatMul or row op (shape-generic
-/// plans) or a reference kernel call.
+/// One step: a oneDNN op (possibly fused), a run-time-shape MatMul, row op or element-wise op
+/// (shape-generic plans) or a reference kernel call.
 struct Step {
   PlacementEntry placement;
   /// The graph node the step runs (the first of a fused group), for profiles; -1 for none.
@@ -80,6 +81,9 @@ struct Step {
   /// (LayerNormalization's Scale and B: constant slots the op holds), writing the Dynamic slot
   /// `outputs[0]`, sized as its input at each run.
   std::unique_ptr<cpu::RuntimeRows> runtime_rows;
+  /// Shape-generic plans: an Add, Sub, Mul, Div or Where of the slots `inputs`, writing the
+  /// Dynamic slot `outputs[0]`, sized at each run as its inputs broadcast.
+  std::unique_ptr<cpu::RuntimeElementwise> runtime_elementwise;
 
   std::unique_ptr<cpu::CpuOp> cpu_op;
   std::vector<const runtime::Tensor*> cpu_inputs;

@@ -388,6 +388,8 @@ class Builder {
   Status place(size_t n);
   Result<std::unique_ptr<cpu::RuntimeMatMul>> try_runtime_matmul(size_t n, Step& step,
                                                                  std::string& why);
+  Result<std::unique_ptr<cpu::RuntimeElementwise>> try_runtime_elementwise(size_t n, Step& step,
+                                                                           std::string& why);
   Result<std::unique_ptr<cpu::RuntimeRows>> try_runtime_rows(size_t n, Step& step,
                                                              std::string& why);
   Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node, const FusionGroup* group,
@@ -634,6 +636,36 @@ Result<std::unique_ptr<cpu::RuntimeRows>> Builder::try_runtime_rows(size_t n, St
   return op;
 }
 
+// An Add, Sub, Mul, Div or Where of a shape-generic plan, on cpu::RuntimeElementwise (kiln's
+// own row loops, broadcast at each run).
+Result<std::unique_ptr<cpu::RuntimeElementwise>> Builder::try_runtime_elementwise(
+    size_t n, Step& step, std::string& why) {
+  const ir::Node& node = graph_.nodes[n];
+  cpu::OpDesc desc;
+  desc.op = node.op;
+  desc.num_outputs = static_cast<int>(node.outputs.size());
+  for (int v : node.inputs) {
+    desc.inputs.push_back(cpu::TensorDesc{v >= 0 ? slot(v).dtype : ScalarType::Float32, {}});
+    desc.inputs_present.push_back(v >= 0);
+  }
+  if (node.outputs.size() != 1 || node.outputs[0] < 0 ||
+      slot(node.outputs[0]).dtype != ScalarType::Float32) {
+    why = "shape known only at run time (run-time-shape element-wise ops write one f32 output)";
+    return Status(Error::NotSupported, why);
+  }
+  auto op = cpu::RuntimeElementwise::create(desc);
+  if (!op.ok()) {
+    why = "shape known only at run time; no run-time-shape loops: " + op.status().message();
+    return op.status();
+  }
+  // Constant inputs (a mask, a scale) are read at each run, never packed: check them once, here.
+  KILN_RETURN_IF_ERROR(verify_inputs(node));
+  step.inputs = node.inputs;
+  step.outputs = {node.outputs[0]};
+  step.placement = PlacementEntry{node.name, node.op, "cpu:kiln", {}, (*op)->describe()};
+  return op;
+}
+
 Status Builder::place(size_t n) {
   const ir::Node& node = graph_.nodes[n];
   std::string why = "no oneDNN implementation";
@@ -675,8 +707,12 @@ Status Builder::place(size_t n) {
       } else if (cpu::RuntimeRows::handles(node.op) && cpu::own_vector_loops()) {
         auto op = try_runtime_rows(n, step, why);
         if (op.ok()) step.runtime_rows = std::move(*op);
+      } else if (cpu::RuntimeElementwise::handles(node.op) && cpu::own_vector_loops()) {
+        auto op = try_runtime_elementwise(n, step, why);
+        if (op.ok()) step.runtime_elementwise = std::move(*op);
       }
-      if (step.runtime_matmul != nullptr || step.runtime_rows != nullptr) {
+      if (step.runtime_matmul != nullptr || step.runtime_rows != nullptr ||
+          step.runtime_elementwise != nullptr) {
         impl_->steps.push_back(std::move(step));
         return Status();
       }

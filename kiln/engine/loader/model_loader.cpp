@@ -258,7 +258,7 @@ namespace {
 // fused into instance and group normalizations; 18-19: kiln's vector loops and fused GELUs only
 // with AVX-512; 20: MatMuls by a constant B on kiln's AVX2 loops without AVX-512; 21: those of
 // a decoder's 1-4 rows too), so that entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 21";
+constexpr char kEngineVersion[] = "kiln-engine 22";
 
 struct StaticFunction {
   std::string name;

@@ -3,6 +3,7 @@
 // shapes of each call against the input types.
 #include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/cpu/cpu_op.h>
 
 #include <gmock/gmock.h>
 
@@ -175,6 +176,62 @@ TEST(GenericPlan, SoftmaxAndLayerNormRunOnKilnRowLoops) {
       expect_close(outputs[0].tensor, expected[0].tensor);
       expect_close(outputs[1].tensor, expected[1].tensor);
     }
+  }
+}
+
+/// x [2, seq, 8] → Mul(scale [1]) → Where(Greater(x, 0), ·, fill [8]) → Div(divisor [8]) →
+/// Sub(·, x) → Add(row [1, 1, 8]) = out: an attention mask's element-wise ops (a constant
+/// scalar, a constant row, a computed operand of equal shape) on run-time shapes.
+ir::Model masked_elementwise_model() {
+  ModelBuilder b(12);
+  ir::Dim seq = ir::Dim::symbol("seq");
+  int x = b.input("x", {2, seq, 8});
+  int scale = b.weight("scale", {1}, 2.0f);
+  int zero = b.weight_of("zero", {1}, {0.0f});
+  int fill = b.weight("fill", {8}, 4.0f);
+  int divisor = b.weight_of("divisor", {8}, {0.5f, -2.0f, 4.0f, 1.5f, -0.25f, 3.0f, 8.0f, -1.0f});
+  int row = b.weight("row", {1, 1, 8});
+  int s = b.value("s", {2, seq, 8});
+  int m = b.value("m", {2, seq, 8}, ScalarType::Bool);
+  int f = b.value("f", {2, seq, 8});
+  int d = b.value("d", {2, seq, 8});
+  int e = b.value("e", {2, seq, 8});
+  int out = b.value("out", {2, seq, 8});
+  b.node("Mul", {x, scale}, {s});
+  b.node("Greater", {x, zero}, {m});
+  b.node("Where", {m, s, fill}, {f});
+  b.node("Div", {f, divisor}, {d});
+  b.node("Sub", {d, x}, {e});
+  b.node("Add", {e, row}, {out});
+  b.output(out);
+  return b.build();
+}
+
+TEST(GenericPlan, ElementwiseOpsRunOnKilnLoopsWhereTheCpuTakesThem) {
+  ir::Model model = masked_elementwise_model();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  compile::CompiledFunction& f = **compiled;
+  int on_loops = 0;
+  for (const auto& entry : f.placement()) {
+    if (entry.op == "Greater") continue;  // bool out: the reference kernel
+    if (cpu::own_vector_loops()) {
+      EXPECT_EQ(entry.device, "cpu:kiln") << entry.node << ": " << entry.detail;
+      EXPECT_EQ(entry.detail, "kiln " + entry.op + " (own loops, run-time shapes)");
+      ++on_loops;
+    } else {
+      EXPECT_EQ(entry.device, "cpu:reference") << entry.node;
+    }
+  }
+  EXPECT_EQ(on_loops, cpu::own_vector_loops() ? 5 : 0);
+  uint32_t seed = 60;
+  // Rows of 8 merged into 2 x seq x 8: under one vector, whole vectors and a tail; an empty one.
+  for (int64_t seq : {1, 2, 37, 300, 0, 5}) {
+    SCOPED_TRACE("seq " + std::to_string(seq));
+    std::vector<Buffer> inputs;
+    std::vector<Buffer> outputs = run_generic(f, {2, seq, 8}, seed++, &inputs);
+    std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
+    expect_close(outputs[0].tensor, expected[0].tensor, 0.0, 0.0);
   }
 }
 
