@@ -3,6 +3,7 @@
 #include <kiln/engine/compile/shape_resolution.h>
 #include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/compile/work_flops.h>
+#include <kiln/engine/cpu/thread_team.h>
 
 #include <array>
 #include <atomic>
@@ -228,6 +229,7 @@ Status execute_profiled(CompiledFunctionImpl& impl) {
 }  // namespace
 
 Status CompiledFunctionImpl::execute() {
+  if (team_threads > 1) cpu::start_thread_team(team_threads);  // the calling thread's, once
   if (pooled) renew_pool();
   if (profiling::enabled()) return execute_profiled(*this);
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -292,6 +294,7 @@ uint64_t CompiledFunction::arena_bytes() const { return impl_->arena_bytes; }
 uint64_t CompiledFunction::scratchpad_bytes() const { return impl_->scratchpad_bytes; }
 bool CompiledFunction::is_static() const { return impl_->is_static; }
 bool CompiledFunction::is_generic() const { return impl_->generic; }
+int CompiledFunction::team_threads() const { return impl_->team_threads; }
 uint64_t CompiledFunction::num_dynamic_allocations() const { return impl_->dynamic_allocations; }
 
 namespace {

@@ -89,8 +89,8 @@ uint64_t live_activation_bytes();
 
 /// Where one step of a compiled function runs.
 struct PlacementEntry {
-  std::string node;                ///< The node's name (the first node of a fused group).
-  std::string op;                  ///< Its ONNX op type.
+  std::string node;  ///< The node's name (the first node of a fused group).
+  std::string op;    ///< Its ONNX op type.
   /// "cpu:onednn" (oneDNN's primitives), "cpu:kiln" (kiln's own optimized loops: small
   /// Convs and MatMuls, streaming MatMuls, run-time-shape row ops) or "cpu:reference".
   std::string device;
@@ -139,6 +139,11 @@ class CompiledFunction {
   bool is_static() const;
   /// True for a shape-generic plan (`specialize_generic`).
   bool is_generic() const;
+  /// The most intra-op threads one of its steps runs on: 1 when every step's work is too small
+  /// to split (then no run starts an OpenMP team), at most `CompileOptions::num_threads`. The
+  /// first run on a thread starts that thread's team of this size with its members on
+  /// distinct CPUs (`cpu::start_thread_team`).
+  int team_threads() const;
   /// Whether `run` takes inputs of these sizes: equal to `input_sizes` for a plan specialized
   /// for them; fitting the input types for a shape-generic plan. Errors: InvalidArgument naming
   /// the input, the shape given and the one expected.

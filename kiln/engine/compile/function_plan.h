@@ -153,6 +153,8 @@ class CompiledFunctionImpl {
   /// admit, every computed value Dynamic.
   bool generic = false;
   const ir::Graph* graph = nullptr;  ///< The function (the model outlives the plan).
+  /// The most intra-op threads a step runs on (1: no step runs in parallel).
+  int team_threads = 1;
   /// Set once a shape-generic plan is built: Dynamic values then take their storage from
   /// `pool` at each run (during the build, folded values keep their own `Slot::storage`), and
   /// give it back after step `release_after` index (per step: the Dynamic slots it reads or

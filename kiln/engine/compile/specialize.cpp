@@ -2,6 +2,7 @@
 #include <kiln/engine/compile/function_plan.h>
 #include <kiln/engine/compile/shape_resolution.h>
 #include <kiln/engine/compile/step_profile.h>
+#include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/plan/memory_planner.h>
 
 #include <algorithm>
@@ -418,6 +419,11 @@ class Builder {
     impl_->pooled = true;
   }
 
+  /// Records that a step runs on `num_threads` intra-op threads (0: OpenMP's count).
+  void note_threads(int num_threads) {
+    impl_->team_threads = std::max(impl_->team_threads, cpu::team_size(num_threads));
+  }
+
   const ir::Model& model_;
   const ir::Graph& graph_;
   std::vector<Tensor> weights_;
@@ -508,6 +514,7 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
       return Status(Error::NotSupported, why);
     }
   }
+  note_threads((*op)->run_threads());
   step.inputs = inputs;
   step.outputs = outputs;
   return op;
@@ -539,6 +546,7 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
           "shape known only at run time; no run-time-shape oneDNN MatMul: " + op.status().message();
       return op.status();
     }
+    note_threads(desc.num_threads);
     step.inputs = node.inputs;
     step.outputs = node.outputs;
     step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {}, (*op)->describe()};
@@ -579,6 +587,7 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
     why = "shape known only at run time; no run-time-shape oneDNN MatMul: " + op.status().message();
     return op.status();
   }
+  note_threads(desc.num_threads);
   KILN_RETURN_IF_ERROR((*op)->warm_up().with_context("specialize node '" + node.name + "'"));
   step.inputs = inputs;
   step.outputs = {group ? group->output : node.outputs[0]};
@@ -628,6 +637,7 @@ Result<std::unique_ptr<cpu::RuntimeRows>> Builder::try_runtime_rows(size_t n, St
     why = "shape known only at run time; no run-time-shape rows: " + op.status().message();
     return op.status();
   }
+  note_threads(desc.num_threads);
   // The constants are read at each run, never packed: check their bytes once, here.
   KILN_RETURN_IF_ERROR(verify_inputs(node));
   step.inputs = node.inputs;

@@ -73,23 +73,8 @@ bool leaves_tiny_work_to_reference(const OpDesc& desc) {
   return us >= 0.0 && us < kTinyUs;
 }
 
-}  // namespace
-
-Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
-  Factory factory = find_factory(desc.op);
-  if (factory == nullptr) {
-    return Status(Error::NotSupported,
-                  "create op '" + desc.op + "': no CPU implementation of this op");
-  }
-  // Small ops are built for (and run on) one thread: oneDNN may size a primitive's work split
-  // by the threads available when it is created.
-  const int num_threads = op_threads(desc);
-  std::optional<OpDesc> capped;
-  if (num_threads != desc.num_threads) {
-    capped = desc;
-    capped->num_threads = num_threads;
-  }
-  const OpDesc& used = capped ? *capped : desc;
+/// `CpuOp::create` for `desc` as capped to `used`.
+Result<std::unique_ptr<CpuOp>> create_for(Factory factory, const OpDesc& desc, const OpDesc& used) {
   dnnl_impl::ThreadScope threads(used.num_threads);
   try {
     const bool own_loops_op = desc.op == "Conv" || desc.op == "MatMul" || desc.op == "Gemm";
@@ -126,6 +111,28 @@ Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
     return Status(Error::MemoryAllocationFailed,
                   "create op '" + desc.op + "' (oneDNN): out of memory");
   }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuOp>> CpuOp::create(const OpDesc& desc) {
+  Factory factory = find_factory(desc.op);
+  if (factory == nullptr) {
+    return Status(Error::NotSupported,
+                  "create op '" + desc.op + "': no CPU implementation of this op");
+  }
+  // Small ops are built for (and run on) one thread: oneDNN may size a primitive's work split
+  // by the threads available when it is created.
+  const int num_threads = op_threads(desc);
+  std::optional<OpDesc> capped;
+  if (num_threads != desc.num_threads) {
+    capped = desc;
+    capped->num_threads = num_threads;
+  }
+  const OpDesc& used = capped ? *capped : desc;
+  auto op = create_for(factory, desc, used);
+  if (op.ok()) (*op)->run_threads_ = used.num_threads;
+  return op;
 }
 
 Status CpuOp::use_native_input(size_t index) {

@@ -199,6 +199,11 @@ class CpuOp {
   /// kiln's own, compiled ahead of time). Placement reports it as the device "cpu:<provider>".
   virtual std::string provider() const { return "onednn"; }
 
+  /// The most OpenMP threads a run uses (0: OpenMP's count); 1: a run starts no parallel
+  /// region. By default the threads `create` built the op for (`op_threads`); ops that choose
+  /// their own split (small-batch LSTMs and GRUs) say theirs.
+  virtual int run_threads() const { return run_threads_; }
+
   /// Bytes of scratch memory the op uses only while it runs (oneDNN's scratchpad, and the
   /// buffers of the layout conversions `finish` left) and can take from storage shared with
   /// other ops (`use_scratchpad`); 0 when it needs none or keeps its own (e.g. it runs parts
@@ -248,6 +253,9 @@ class CpuOp {
   /// hand-over removes are then never made. `run` finishes an op not finished yet (allocating
   /// in that first run). Errors: the provider's, e.g. out of memory.
   virtual runtime::Status finish() { return runtime::Status(); }
+
+ private:
+  int run_threads_ = 0;  ///< Set by `create`.
 };
 
 /// The kernel provider, its version and the instruction set it generates code for, e.g.

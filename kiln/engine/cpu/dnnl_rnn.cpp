@@ -72,6 +72,7 @@ constexpr int64_t kSmallBatch = 2;
 class RnnOp final : public DnnlOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
+  int run_threads() const override { return num_threads_; }
 
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override;

@@ -38,6 +38,7 @@ class DirectionsOp final : public CpuOp {
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override { return describe_; }
   std::string provider() const override { return parts_[0].op->provider(); }
+  int run_threads() const override { return 2; }  ///< One per direction.
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override;
 

@@ -85,6 +85,8 @@ class SmallBatchLstmOp final : public DnnlOp {
 
   /// kiln's loops for the cell, and for the input projection too when it is small.
   std::string provider() const override { return panels_ != nullptr ? "kiln" : "onednn"; }
+  /// Its two directions side by side, else one thread (the projection's rows are few).
+  int run_threads() const override { return side_by_side_ ? 2 : 1; }
 
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override {
@@ -198,10 +200,10 @@ class SmallBatchLstmOp final : public DnnlOp {
   const float* rt_ = nullptr;                          ///< R^T per direction [D, H, 4H].
   std::vector<float> rt_owned_;                        ///< When there is no shared store.
   std::vector<float> xw_;                              ///< The input projections [T * N, D * 4H].
-  std::vector<float> state_;  ///< Per direction: h [N, H], c [N, H], gates [N, 4H].
-  dnnl::primitive primitive_;       ///< The projection on oneDNN, or
-  const float* panels_ = nullptr;   ///< (little work) W^T as panels for small_gemm.
-  std::vector<float> own_panels_;   ///< When there is no shared store.
+  std::vector<float> state_;       ///< Per direction: h [N, H], c [N, H], gates [N, 4H].
+  dnnl::primitive primitive_;      ///< The projection on oneDNN, or
+  const float* panels_ = nullptr;  ///< (little work) W^T as panels for small_gemm.
+  std::vector<float> own_panels_;  ///< When there is no shared store.
   memory weights_, bias_;
 };
 
@@ -238,10 +240,10 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
   ThreadScope scope(1);
   // A projection of little work runs on kiln's loops (no code generated), others on oneDNN.
   constexpr double kSmallMacs = 1 << 18;
-  const bool small = desc.small_ops_own_loops && static_cast<double>(T * N) *
-                                                         static_cast<double>(I) *
-                                                         static_cast<double>(D * width) <=
-                                                     kSmallMacs;
+  const bool small =
+      desc.small_ops_own_loops &&
+      static_cast<double>(T * N) * static_cast<double>(I) * static_cast<double>(D * width) <=
+          kSmallMacs;
   std::string projection = "kiln small MatMul";
   if (small) {
     const float* w = input_constant(desc, kW)->data_ptr<float>();
@@ -285,9 +287,9 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
       }
     }
   };
-  KILN_ASSIGN_OR_RETURN(op->rt_, pack_floats(desc, kR, "kiln lstm R^T [D, H, 4H] f32",
-                                             static_cast<size_t>(D * H * width), transpose_r,
-                                             op->rt_owned_));
+  KILN_ASSIGN_OR_RETURN(
+      op->rt_, pack_floats(desc, kR, "kiln lstm R^T [D, H, 4H] f32",
+                           static_cast<size_t>(D * H * width), transpose_r, op->rt_owned_));
   for (size_t s = 0; s < 2; ++s) {
     const size_t index = kInitialH + s;
     if (!input_present(desc, index)) continue;

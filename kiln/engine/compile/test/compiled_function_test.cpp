@@ -496,6 +496,41 @@ TEST(Specialize, RunsAgainWithoutAllocating) {
   EXPECT_EQ(std::memcmp(first[0].bytes.data(), second[0].bytes.data(), 3200), 0);
 }
 
+TEST(Specialize, ThreadTeamIsSizedByTheStepsThatSplitTheirWork) {
+  // Steps of little work run on one thread: no team, whatever the threads allowed.
+  ir::Model small = conv_residual_model();
+  CompileOptions two;
+  two.num_threads = 2;
+  auto tiny = compile::specialize(small, "main", {{1, 8, 10, 10}}, cpu_only(), two);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  EXPECT_EQ((*tiny)->team_threads(), 1);
+
+  // A MatMul of 2 * 256 * 512 * 512 FLOPs splits over the threads allowed, and no further.
+  ModelBuilder b;
+  int x = b.input("x", {256, 512});
+  int w = b.weight("w", {512, 512});
+  int y = b.value("y", {256, 512});
+  b.node("MatMul", {x, w}, {y});
+  b.output(y);
+  ir::Model large = b.build();
+  auto split = compile::specialize(large, "main", {{256, 512}}, cpu_only(), two);
+  ASSERT_TRUE(split.ok()) << split.status().message();
+  EXPECT_EQ((*split)->team_threads(), 2);
+  CompileOptions one;
+  one.num_threads = 1;
+  auto single = compile::specialize(large, "main", {{256, 512}}, cpu_only(), one);
+  ASSERT_TRUE(single.ok()) << single.status().message();
+  EXPECT_EQ((*single)->team_threads(), 1);
+
+  // The runs give the same results either way.
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {256, 512}, 5));
+  auto a = output_buffers(**split), c = output_buffers(**single);
+  ASSERT_TRUE(run(**split, inputs, a).ok());
+  ASSERT_TRUE(run(**single, inputs, c).ok());
+  expect_close(a[0].tensor, c[0].tensor);
+}
+
 TEST(Specialize, RejectsBadInputsWithTheirNames) {
   ir::Model model = conv_residual_model();
   auto compiled = compile::specialize(model, "main", {{1, 8, 10, 10}}, cpu_only());

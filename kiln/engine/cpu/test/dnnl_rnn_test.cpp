@@ -331,6 +331,41 @@ TEST(DnnlRnn, TwoThreadsMatchReferenceWithDirectionsSideBySide) {
   }
 }
 
+TEST(DnnlRnn, RunThreadsSayWhetherARunSplitsItsWork) {
+  struct Case {
+    CellKind cell;
+    RnnDirection direction;
+    int64_t batch;
+    int threads;
+    int expected;
+  };
+  const CellKind lstm{RnnCell::Lstm, false}, gru{RnnCell::Gru, false};
+  const Case cases[] = {
+      {lstm, RnnDirection::Forward, 1, 2, 1},        // kiln's cell, one direction
+      {lstm, RnnDirection::Bidirectional, 1, 2, 2},  // its directions side by side
+      {lstm, RnnDirection::Bidirectional, 1, 1, 1},
+      {gru, RnnDirection::Forward, 1, 2, 1},  // a small batch: one thread
+      {gru, RnnDirection::Bidirectional, 2, 2, 2},
+      {gru, RnnDirection::Forward, 64, 2, 2},  // a large batch: the threads asked
+  };
+  uint32_t seed = 2500;
+  for (const Case& c : cases) {
+    RnnParams p;
+    p.cell = c.cell.cell;
+    p.direction = c.direction;
+    p.seq = 4;
+    p.batch = c.batch;
+    p.input = 16;
+    p.hidden = 32;
+    p.num_outputs = 2;
+    p.num_threads = c.threads;
+    Layer layer(p, seed += 10);
+    auto op = CpuOp::create(layer.desc());
+    ASSERT_TRUE(op.ok()) << name_of(p) << ": " << op.status().message();
+    EXPECT_EQ((*op)->run_threads(), c.expected) << name_of(p) << ": " << (*op)->describe();
+  }
+}
+
 TEST(DnnlRnn, TwoThreadsWithFewerOutputsMatchReference) {
   uint32_t seed = 3000;
   for (CellKind c : kCells) {
