@@ -7,6 +7,7 @@
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
@@ -293,7 +294,9 @@ cache::CacheKey make_cache_key(uint64_t model_hash, const std::vector<StaticFunc
   key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
                        (compile.propagate_layouts ? "" : ";layouts=0") +
                        (compile.winograd ? "" : ";winograd=0") +
-                       (compile.small_ops_own_loops ? "" : ";small=0");
+                       (compile.small_ops_own_loops ? "" : ";small=0") +
+                       // Plans differ by thread count (scratch sizes, ops on one thread).
+                       ";threads=" + std::to_string(cpu::team_size(compile.num_threads));
   key.engine_version = engine_version();
   key.cpu_features = specialization::cpu_features();
   return key;

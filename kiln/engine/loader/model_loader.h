@@ -210,7 +210,8 @@ class ModelLoader {
   ///
   /// With a `cache` (non-null, non-empty directory) the static functions' compiled artifact
   /// is looked up under a `cache::CacheKey` of the model's package hash, those functions and
-  /// shapes, the options' identifier (plus ";fuse=0" when fusion is off), `engine_version()`
+  /// shapes, the options' identifier (plus ";fuse=0" when fusion is off, and ";threads=N" with
+  /// the intra-op threads `compile.num_threads` gives: plans differ by it), `engine_version()`
   /// and `specialization::cpu_features()`. A hit adopts the artifact's packed weights in place
   /// (mapped, not copied or repacked) and builds no function: each is built on its first use
   /// (see `LoadedModel::bind`), so a warm load does not grow with the number of functions, and

@@ -1,6 +1,7 @@
 #pragma once
 // Models built in code and a reference interpreter, for the engine's compile and loader tests.
 #include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/runtime/executor/kernel_registry.h>
@@ -30,6 +31,12 @@ inline SpecializationOptions cpu_only() {
   SpecializationOptions options;
   options.allowed_kinds = {ComputeKind::Cpu};
   return options;
+}
+
+/// `cache::CacheKey::specialization` of a load with `cpu_only()` and default compile options
+/// (ModelLoader::load documents it): the identifier and the thread count.
+inline std::string cpu_only_key_specialization() {
+  return cpu_only().identifier() + ";threads=" + std::to_string(cpu::team_size(0));
 }
 
 /// Builds one-function models in code, with seeded random weights.

@@ -3,6 +3,7 @@
 #include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/specialization/devices.h>
 
@@ -43,7 +44,8 @@ cache::CacheKey key_of(const ir::Model& model, const compile::CompileOptions& co
     key.functions.push_back(graph.name);
     key.input_shapes.push_back(sizes_of(std::stoll(graph.name.substr(1))));
   }
-  key.specialization = cpu_only().identifier() + (compile.fuse ? "" : ";fuse=0");
+  key.specialization = cpu_only().identifier() + (compile.fuse ? "" : ";fuse=0") +
+                       ";threads=" + std::to_string(cpu::team_size(compile.num_threads));
   key.engine_version = engine_version();
   key.cpu_features = specialization::cpu_features();
   return key;
@@ -323,7 +325,7 @@ TEST(LazyBinding, AFunctionThatFailsToBuildReportsItAtFirstRun) {
   key.model_hash = *package::package_hash(model);
   key.functions = {"main"};
   key.input_shapes = {{{2, 3}}};
-  key.specialization = cpu_only().identifier();
+  key.specialization = cpu_only_key_specialization();
   key.engine_version = engine_version();
   key.cpu_features = specialization::cpu_features();
   artifact::FunctionRecord record{"main", {{2, 3}}, 1, 0, 1};

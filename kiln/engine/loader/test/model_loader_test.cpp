@@ -180,13 +180,22 @@ TEST(ModelLoaderCache, EachSpecializationGetsItsOwnEntry) {
   ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache).ok());
   ASSERT_TRUE(ModelLoader::load(*package.view, reshapes, &cache).ok());
   ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache, no_fusion).ok());
+  // Thread counts too: a plan's scratch sizes and which steps split their work follow them.
+  compile::CompileOptions one_thread, three_threads;
+  one_thread.num_threads = 1;
+  three_threads.num_threads = 3;
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache, one_thread).ok());
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache, three_threads).ok());
   auto entries = cache.list();
   ASSERT_TRUE(entries.ok());
-  EXPECT_EQ(entries->size(), 3u);
+  EXPECT_EQ(entries->size(), 5u);
   for (const auto& entry : *entries) EXPECT_EQ(entry.model_hash, package.view->content_hash());
   auto again = ModelLoader::load(*package.view, reshapes, &cache);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ((*again)->load_report().cache, "hit");
+  auto one_again = ModelLoader::load(*package.view, cpu_only(), &cache, one_thread);
+  ASSERT_TRUE(one_again.ok());
+  EXPECT_EQ((*one_again)->load_report().cache, "hit");
 }
 
 TEST(ModelLoaderCache, CorruptEntryIsAMissAndIsRebuilt) {
@@ -224,7 +233,7 @@ TEST(ModelLoaderCache, ArtifactThatDoesNotReadIsReplacedWithAWarning) {
   key.model_hash = package.view->content_hash();
   key.functions = {"main"};
   key.input_shapes = {{{1, 8, 10, 10}}};
-  key.specialization = cpu_only().identifier();
+  key.specialization = cpu_only_key_specialization();
   key.engine_version = engine_version();
   key.cpu_features = specialization::cpu_features();
   std::vector<uint8_t> junk(256, 0x11);
@@ -361,7 +370,7 @@ TEST(ModelLoaderCache, AShapeTheEntryRecordsIsBuiltWithoutProvingItsResizeAgain)
     key.model_hash = *hash;
     key.functions = {"main"};
     key.input_shapes = {{sizes}};
-    key.specialization = cpu_only().identifier();
+    key.specialization = cpu_only_key_specialization();
     key.engine_version = engine_version();
     key.cpu_features = specialization::cpu_features();
     auto entry = cache.lookup(key);
