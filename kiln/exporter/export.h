@@ -37,7 +37,9 @@ struct ExportOptions {
   /// `--expect-frequent-reshapes`: each delegate carries the compile spec
   /// `expect_frequent_reshapes` = "true", the default of the load-time option.
   bool expect_frequent_reshapes = false;
-  /// `--aot`: specialize each package at export and embed its compiled artifact.
+  /// `--aot`: specialize each package at export and embed its compiled artifact. It is used
+  /// where its cache key matches: the same CPU features and thread count as the exporting
+  /// machine's default (all its CPUs); elsewhere the load compiles, with a warning.
   bool aot = false;
   /// false with `--no-pattern-rewrites`: import each graph as written, without rewriting
   /// decomposed patterns (GELU, layer normalization, a Conv's BatchNormalization) into single ops

@@ -131,7 +131,9 @@ Command add_export_command(CLI::App& root) {
   app->add_flag("--multifunction", args->multifunction, "one shared model package (kiln backend)");
   app->add_flag("--expect-frequent-reshapes", args->expect_frequent_reshapes,
                 "favour shape-generic plans (kiln backend)");
-  app->add_flag("--aot", args->aot, "embed the compiled artifact (kiln backend)");
+  app->add_flag("--aot", args->aot,
+                "embed the compiled artifact (kiln backend), for loads of this machine's CPU "
+                "features and thread count");
   app->add_flag("--no-pattern-rewrites", args->no_pattern_rewrites,
                 "import the graph as written (no GELU, layer normalization or Conv "
                 "folding rewrites)");

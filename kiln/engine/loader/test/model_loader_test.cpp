@@ -478,6 +478,30 @@ TEST(ModelLoaderAot, AnArtifactOfOtherOptionsIsRejectedAndTheLoadCompiles) {
   expect_runs_like_reference(**loaded, model);
 }
 
+TEST(ModelLoaderAot, AnArtifactOfAnotherThreadCountIsRejected) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  compile::CompileOptions one_thread, three_threads;
+  one_thread.num_threads = 1;
+  three_threads.num_threads = 3;
+  auto artifact = ModelLoader::compile_artifact(*package.view, cpu_only(), three_threads);
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  auto key = ModelLoader::cache_key(*package.view, cpu_only(), one_thread);
+  ASSERT_TRUE(key.ok());
+  EXPECT_THAT(key->specialization, HasSubstr(";threads=1"));
+  TempDir dir("aot_threads");
+  cache::ModelCache cache(dir.path.string());
+  auto status = cache.store_entry(*key, *artifact);
+  EXPECT_EQ(status.code(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("entry holds a different key"));
+  auto three_key = ModelLoader::cache_key(*package.view, cpu_only(), three_threads);
+  ASSERT_TRUE(three_key.ok());
+  EXPECT_TRUE(cache.store_entry(*three_key, *artifact).ok());
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache, three_threads);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->load_report().cache, "hit");
+}
+
 TEST(ModelLoader, WeightsArePackedOnceForEveryShape) {
   ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
   auto loaded = ModelLoader::load(model, cpu_only());
