@@ -33,6 +33,49 @@ std::optional<dnnl::memory::desc> same_order(const dnnl::memory::desc& like,
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+// A dense descriptor of `dims` in the blocked layout of `like` (its dimension order and inner
+// blocks), or nullopt when `like` has no inner blocks. Dimensions of equal strides in `like`
+// (those of extent 1 or of one block, e.g. the channels of a 16-channel nChw16c value) keep
+// their natural order, so that 16-channel pieces make the nChw16c result a blocked Conv reads
+// rather than an equivalent layout of another spelling, which would be converted to plain and
+// back between them.
+std::optional<dnnl::memory::desc> same_blocking(const dnnl::memory::desc& like,
+                                                const dnnl::memory::dims& dims) {
+  const dnnl_memory_desc_t& l = like.data;
+  const int ndims = l.ndims;
+  if (l.format_kind != dnnl_blocked || l.format_desc.blocking.inner_nblks == 0 ||
+      ndims != static_cast<int>(dims.size())) {
+    return std::nullopt;
+  }
+  dnnl_memory_desc_t d = l;
+  dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<int64_t> block(static_cast<size_t>(ndims), 1);
+  int64_t inner = 1;
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    block[static_cast<size_t>(b.inner_idxs[k])] *= b.inner_blks[k];
+    inner *= b.inner_blks[k];
+  }
+  std::vector<int> order(static_cast<size_t>(ndims));
+  for (int i = 0; i < ndims; ++i) {
+    const auto n = static_cast<size_t>(i);
+    order[n] = i;
+    d.dims[i] = dims[n];
+    d.padded_dims[i] = (dims[n] + block[n] - 1) / block[n] * block[n];
+    d.padded_offsets[i] = 0;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    return l.format_desc.blocking.strides[x] > l.format_desc.blocking.strides[y];
+  });
+  int64_t stride = inner;
+  for (size_t k = order.size(); k-- > 0;) {
+    const int i = order[k];
+    b.strides[i] = stride;
+    stride *= d.padded_dims[i] / block[static_cast<size_t>(i)];
+  }
+  d.offset0 = 0;
+  return dnnl::memory::desc(d);
+}
+
 // Whether inputs in layouts `want` are, in order, contiguous pieces of the result in layout
 // `made`: every dimension before `axis` is 1, `axis` is the outermost dimension of the layout
 // and is split into blocks (if at all) that divide every input's extent along it, and nothing
@@ -135,11 +178,22 @@ Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
   if (mixed) want = plain;
   any_hint = any_hint && !mixed;
   dnnl::memory::desc y_md = plain_md(out);
-  dnnl::memory::desc y_want = any_hint
-                                  ? dnnl::memory::desc(y_md.dims(), dnnl::memory::data_type::f32,
-                                                       dnnl::memory::format_tag::any)
-                                  : y_md;
-  dnnl::concat::primitive_desc pd(y_want, static_cast<int>(axis), want, cpu_engine(), base_attr());
+  // Blocked inputs make a result in their blocked layout; otherwise oneDNN picks the order.
+  const dnnl::memory::desc y_any(y_md.dims(), dnnl::memory::data_type::f32,
+                                 dnnl::memory::format_tag::any);
+  std::optional<dnnl::memory::desc> blocked =
+      any_hint ? same_blocking(want[0], y_md.dims()) : std::nullopt;
+  auto make_pd = [&](const dnnl::memory::desc& y) {
+    return dnnl::concat::primitive_desc(y, static_cast<int>(axis), want, cpu_engine(), base_attr());
+  };
+  std::optional<dnnl::concat::primitive_desc> made;
+  try {
+    made = make_pd(blocked ? *blocked : any_hint ? y_any : y_md);
+  } catch (const dnnl::error&) {
+    if (!blocked) throw;
+    made = make_pd(y_any);  // no concat into that layout (pieces that split a block)
+  }
+  const dnnl::concat::primitive_desc& pd = *made;
   auto op = std::make_unique<StagedOp>(desc, dnnl::concat(pd), pd, out);
   for (size_t i = 0; i < desc.inputs.size(); ++i) {
     op->bind_input(i, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), plain[i], want[i]);
