@@ -244,8 +244,9 @@ bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<S
 /// Whether a node is a Conv worth a Winograd kernel: Yes for a 2-D 3x3 Conv of stride 1, no
 /// dilation or groups, a constant weight and channels in multiples of 16; TooLarge for such a
 /// Conv of large weights (`has_large_weights`: the transform at load costs more than the
-/// kernel gains); No otherwise.
-enum class WinogradFit { No, Yes, TooLarge };
+/// kernel gains); FewOutputChannels for one of at most 16 output channels over an image of
+/// 80 x 80 or more (the direct kernel runs it faster); No otherwise.
+enum class WinogradFit { No, Yes, TooLarge, FewOutputChannels };
 WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots);
 
 /// Whether a function with these resolved `slots` has a Conv that fits Winograd (Yes above):

@@ -82,7 +82,22 @@ WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr
   // weights are large and images small: ResNet-18's 7x7 stage on Winograd ran 5% faster but
   // made its cache entry 77 MB against 47 and its warm load 13-15 ms against 10-12 (mapping
   // and checking the larger entry), so such Convs stay direct.
-  return has_large_weights(node, slots) ? WinogradFit::TooLarge : WinogradFit::Yes;
+  if (has_large_weights(node, slots)) return WinogradFit::TooLarge;
+  // One block of output channels over a large image: oneDNN's Winograd kernel multiplies
+  // matrices one block wide, and its transformed tiles of a large image leave the caches, so
+  // the transforms outweigh the multiplications saved. On an Intel Xeon (two 512-bit FMA units)
+  // it took 1.3-1.8 x the direct kernel's time for 16 output channels at 80 x 80 and above, at
+  // 1 and 2 threads (an OCR detector's stem and head: 16 -> 16 at 160 x 160 1.25 ms against
+  // 0.74, 64 -> 16 at 80 x 80 1.07 against 0.72); from 48 output channels, or below 40 x 40,
+  // it won or tied. (Not measured on CPUs of half that FMA width, where the direct kernel is
+  // slower; by the same split of the time, transforms of equal cost still leave it ahead.)
+  const Slot& x = *slots[static_cast<size_t>(node.inputs[0])];
+  const Slot& w = *slots[static_cast<size_t>(node.inputs[1])];
+  constexpr int64_t kOneBlock = 16, kLargeImage = 80 * 80;
+  if ((*w.sizes)[0] <= kOneBlock && (*x.sizes)[2] * (*x.sizes)[3] >= kLargeImage) {
+    return WinogradFit::FewOutputChannels;
+  }
+  return WinogradFit::Yes;
 }
 
 bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,

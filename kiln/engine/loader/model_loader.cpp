@@ -258,8 +258,10 @@ namespace {
 // loops; 16: strided blocked 1x1 Convs too; 17: SiLU fused as a Swish post-op, activations
 // fused into instance and group normalizations; 18-19: kiln's vector loops and fused GELUs only
 // with AVX-512; 20: MatMuls by a constant B on kiln's AVX2 loops without AVX-512; 21: those of
-// a decoder's 1-4 rows too), so that entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 22";
+// a decoder's 1-4 rows too; 22: shape-generic element-wise ops on kiln's loops; 23: Convs to one
+// block of output channels over large images direct, not Winograd; Concats of blocked pieces
+// in the pieces' layout), so that entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 23";
 
 struct StaticFunction {
   std::string name;

@@ -243,6 +243,28 @@ TEST(Specialize, LargeWeightsRunDirectInTheLayoutOneDnnPrefers) {
   }
 }
 
+// A 3x3 Conv to one block of output channels over a large image stays direct beside Winograd
+// neighbours (winograd_fit: FewOutputChannels), in their blocked layout; results match.
+TEST(Specialize, OneOutputBlockOverALargeImageStaysDirect) {
+  ModelBuilder b(13);
+  int x = b.input("x", {1, 16, 80, 80});
+  std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
+  int w1 = b.weight("w1", {32, 16, 3, 3}, 0.2f), w2 = b.weight("w2", {16, 32, 3, 3}, 0.2f);
+  int c1 = b.value("c1", {1, 32, 80, 80}), y = b.value("y", {1, 16, 80, 80});
+  b.node("Conv", {x, w1}, {c1}, conv);
+  b.node("Conv", {c1, w2}, {y}, conv);
+  b.output(y);
+  auto f = check_against_reference(b.build(), {{1, 16, 80, 80}}, CompileOptions{});
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->placement().size(), 2u);
+  const std::string& wide = f->placement()[0].detail;
+  const std::string& narrow = f->placement()[1].detail;
+  EXPECT_EQ(narrow.find("wino"), std::string::npos) << narrow;
+  if (wide.find("wino") != std::string::npos) {  // AVX-512: the blocked layout throughout
+    EXPECT_NE(narrow.find("aBcd16b"), std::string::npos) << narrow;
+  }
+}
+
 // A function with a depthwise Conv builds every Conv blocked (nChw16c or nChw8c: oneDNN's jit_dw
 // and jit_1x1 kernels); one without keeps oneDNN's preferred nhwc kernels.
 TEST(Specialize, DepthwiseSeparableConvsUseTheBlockedLayout) {
