@@ -60,6 +60,7 @@ void BM_Pointwise(benchmark::State& state) {
   desc.post_ops = {PostOp{PostOpKind::Clip, 0.0f, 6.0f}};
   desc.num_threads = threads;
   desc.activation_layout = ActivationLayout::Blocked;
+  desc.small_ops_own_loops = loops;       // off: kernel selection's oneDNN kernel
   dnnl::set_primitive_cache_capacity(0);  // a creation as in a fresh process
   const auto start = std::chrono::steady_clock::now();
   auto op = loops ? kiln::engine::cpu::dnnl_impl::create_pointwise_conv(desc) : CpuOp::create(desc);
