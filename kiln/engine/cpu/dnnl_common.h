@@ -219,6 +219,15 @@ Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
 /// B; no residual) as a matmul and a scatter (dnnl_deconv_patches.cpp); null for any other
 /// ConvTranspose. Inputs already checked by create_deconv.
 Result<std::unique_ptr<CpuOp>> create_deconv_patches(const OpDesc& desc);
+/// `md` (4-D [N, C, H, W]) as [N, H * W, C] when each pixel's channels are one contiguous row
+/// (nhwc, or nChw{8,16}c with all channels in one block); nullopt otherwise. The rows are
+/// `strides[1]` floats apart.
+std::optional<dnnl::memory::desc> pixel_rows(const dnnl::memory::desc& md);
+/// ConvTranspose whose kernel equals its strides into at most 16 values per input pixel
+/// (M x kH x kW; at most 256 input channels; constant W and B; the loops' post-ops) on kiln's
+/// own loops over input pixels (narrow_deconv.cpp), reading plain NCHW or the producer's pixel
+/// rows natively; NotSupported for any other ConvTranspose or one of little work.
+Result<std::unique_ptr<CpuOp>> create_narrow_deconv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc);

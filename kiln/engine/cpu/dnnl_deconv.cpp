@@ -99,6 +99,10 @@ memory::desc onnx_weights_md(const std::vector<int64_t>& w, int64_t group) {
 Result<std::unique_ptr<CpuOp>> DeconvOp::create(const OpDesc& desc) {
   auto op = std::make_unique<DeconvOp>();
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3));
+  if (own_vector_loops()) {
+    auto narrow = create_narrow_deconv(desc);
+    if (narrow.ok() || narrow.error() != Error::NotSupported) return narrow;
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuOp> patches, create_deconv_patches(desc));
   if (patches != nullptr) return patches;
   const int residuals = num_residuals(desc);

@@ -17,12 +17,8 @@
 
 namespace kiln::engine::cpu::dnnl_impl {
 
-namespace {
-
 using dnnl::memory;
 
-/// `md` (4-D [N, C, H, W]) as [N, H * W, C] when each pixel's channels are one contiguous row
-/// (nhwc, or nChw{8,16}c with all channels in one block); nullopt otherwise.
 std::optional<memory::desc> pixel_rows(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.offset0 != 0) return std::nullopt;
@@ -40,6 +36,8 @@ std::optional<memory::desc> pixel_rows(const memory::desc& md) {
   return memory::desc({d.dims[0], h * w, c}, memory::data_type::f32,
                       memory::dims{b.strides[0], row, 1});
 }
+
+namespace {
 
 class DeconvPatchesOp final : public DnnlOp {
  public:
