@@ -384,6 +384,17 @@ class SmallConvOp final : public SmallOp {
                                 op->own_weights_));
     }
     op->panels_.assign(static_cast<size_t>(buffer_floats), 0.0f);
+    // By pixels: the rows and columns the windows read, from -pad, as a zero-padded copy, so
+    // that the gather copies whole window rows with no bounds to find.
+    op->padded_h_ = (op->out_h_ - 1) * op->stride_h_ + (op->kernel_h_ - 1) * op->dilation_h_ + 1;
+    op->padded_w_ = (op->out_w_ - 1) * op->stride_w_ + (op->kernel_w_ - 1) * op->dilation_w_ + 1;
+    const int64_t padded_floats = op->channels_ * op->padded_h_ * op->padded_w_;
+    if (!op->by_channels_) {
+      if (padded_floats * 4 > kMaxPanelBytes) {
+        return error(desc, Error::NotSupported, "an image too large to pad a copy of");
+      }
+      op->padded_.assign(static_cast<size_t>(padded_floats), 0.0f);
+    }
     return std::unique_ptr<CpuOp>(std::move(op));
   }
 
@@ -408,7 +419,8 @@ class SmallConvOp final : public SmallOp {
           for (int64_t o = 0; o < out_c_; ++o) result[o * pixels + p] = transposed[p * out_c_ + o];
         }
       } else {
-        gather_pixels(image);
+        pad(image);
+        gather_pixels();
         e.row_bias = bias;
         gemm_panels(weights_, taps, out_c_, taps, panels_.data(), pixels, result, pixels, e);
       }
@@ -417,43 +429,47 @@ class SmallConvOp final : public SmallOp {
   }
 
  private:
+  // Copies the image into padded_ at (pad_h_, pad_w_): what the windows read of it. The rest
+  // of padded_ stays zero.
+  void pad(const float* image) {
+    for (int64_t c = 0; c < channels_; ++c) {
+      for (int64_t ih = 0; ih < in_h_; ++ih) {
+        const int64_t ph = ih + pad_h_;
+        const int64_t lo = std::max<int64_t>(0, -pad_w_);
+        const int64_t hi = std::min<int64_t>(in_w_, padded_w_ - pad_w_);
+        if (ph < 0 || ph >= padded_h_ || hi <= lo) continue;
+        std::memcpy(padded_.data() + (c * padded_h_ + ph) * padded_w_ + lo + pad_w_,
+                    image + (c * in_h_ + ih) * in_w_ + lo,
+                    sizeof(float) * static_cast<size_t>(hi - lo));
+      }
+    }
+  }
+
   // By pixels: panels_[(p / 16) * taps * 16 + tap * 16 + p % 16] = the input under tap `tap`
-  // of output pixel p (0 in padding). Tap by tap and output row by output row: the pixels of an
-  // output row read one input row at a fixed offset, so each run of them inside one panel is a
-  // zero-filled head and tail around one strided copy, its bounds found once per tap rather
-  // than per pixel.
-  void gather_pixels(const float* image) {
+  // of output pixel p, from the padded copy: each output row of a tap is one strided run of a
+  // padded row, split only where it crosses a panel.
+  void gather_pixels() {
     const int64_t taps = channels_ * kernel_h_ * kernel_w_;
     for (int64_t c = 0; c < channels_; ++c) {
-      const float* plane = image + c * in_h_ * in_w_;
+      const float* plane = padded_.data() + c * padded_h_ * padded_w_;
       for (int64_t kh = 0; kh < kernel_h_; ++kh) {
         for (int64_t kw = 0; kw < kernel_w_; ++kw) {
           float* tap_lanes = panels_.data() + ((c * kernel_h_ + kh) * kernel_w_ + kw) * kLanes;
-          // Output columns [lo, hi) read inside the input row: 0 <= ow * stride + shift < in_w.
-          const int64_t shift = kw * dilation_w_ - pad_w_;
-          const int64_t lo =
-              std::min(out_w_, shift >= 0 ? int64_t{0} : (-shift + stride_w_ - 1) / stride_w_);
-          const int64_t hi = std::clamp(
-              in_w_ - shift <= 0 ? int64_t{0} : (in_w_ - shift + stride_w_ - 1) / stride_w_, lo,
-              out_w_);
           for (int64_t oh = 0; oh < out_h_; ++oh) {
-            const int64_t ih = oh * stride_h_ - pad_h_ + kh * dilation_h_;
-            const bool inside = ih >= 0 && ih < in_h_;
-            const int64_t row = ih * in_w_ + shift;  // input index of column 0 (when inside)
+            const float* row =
+                plane + (oh * stride_h_ + kh * dilation_h_) * padded_w_ + kw * dilation_w_;
             for (int64_t ow = 0, p = oh * out_w_; ow < out_w_;) {
               const int64_t lane = p % kLanes;
               const int64_t n = std::min(out_w_ - ow, kLanes - lane);
-              float* to = tap_lanes + (p / kLanes) * taps * kLanes + lane - ow;  // to[col]
-              const int64_t a = inside ? std::clamp(lo, ow, ow + n) : ow + n;
-              const int64_t b = inside ? std::clamp(hi, a, ow + n) : ow + n;
-              // Runs of at most 16 floats: plain loops, no library calls.
-              for (int64_t col = ow; col < a; ++col) to[col] = 0.0f;
+              float* to = tap_lanes + (p / kLanes) * taps * kLanes + lane;
+              const float* from = row + ow * stride_w_;
               if (stride_w_ == 1) {
-                for (int64_t col = a; col < b; ++col) to[col] = plane[row + col];
+                int64_t i = 0;
+                for (; i + 8 <= n; i += 8) std::memcpy(to + i, from + i, 8 * sizeof(float));
+                for (; i < n; ++i) to[i] = from[i];
               } else {
-                for (int64_t col = a; col < b; ++col) to[col] = plane[row + col * stride_w_];
+                for (int64_t i = 0; i < n; ++i) to[i] = from[i * stride_w_];
               }
-              for (int64_t col = b; col < ow + n; ++col) to[col] = 0.0f;
               ow += n;
               p += n;
             }
@@ -502,6 +518,8 @@ class SmallConvOp final : public SmallOp {
   int64_t batch_ = 0, channels_ = 0, in_h_ = 0, in_w_ = 0, out_c_ = 0;
   int64_t kernel_h_ = 0, kernel_w_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1, pad_h_ = 0, pad_w_ = 0;
+  int64_t padded_h_ = 0, padded_w_ = 0;
+  std::vector<float> padded_;       ///< By pixels: the zero-padded image.
   bool by_channels_ = false;        ///< The orientation (see the class comment).
   const float* weights_ = nullptr;  ///< W [O, C KH KW], or (by channels) W^T as panels.
   std::vector<float> own_weights_, bias_;

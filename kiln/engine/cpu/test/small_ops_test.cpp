@@ -209,6 +209,12 @@ TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
     c.add(random_tensor({8, 4}, seed++), false);
     EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
   }
+  {  // Little work, but an image too large to copy padded (a 1x1 Conv of stride 4).
+    Case c = small_case("Conv", {ints("strides", {4, 4})});
+    c.add(random_tensor({1, 1, 1024, 1024}, seed++), false);
+    c.add(random_tensor({1, 1, 1, 1}, seed++), true);
+    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+  }
   {  // Groups.
     Case c = small_case("Conv", {int_attr("group", 2)});
     c.add(random_tensor({1, 4, 6, 6}, seed++), false);
