@@ -289,6 +289,9 @@ runtime::ScalarType CompiledFunction::output_dtype(size_t i) const {
 const std::optional<std::vector<int64_t>>& CompiledFunction::output_sizes(size_t i) const {
   return impl_->slots[impl_->outputs[i]]->sizes;
 }
+bool CompiledFunction::writes_output_directly(size_t i) const {
+  return !impl_->generic && impl_->is_static && impl_->direct_outputs[i];
+}
 const std::vector<PlacementEntry>& CompiledFunction::placement() const { return impl_->placement; }
 uint64_t CompiledFunction::arena_bytes() const { return impl_->arena_bytes; }
 uint64_t CompiledFunction::scratchpad_bytes() const { return impl_->scratchpad_bytes; }
@@ -393,21 +396,69 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
     input.set_data(const_cast<void*>(inputs[i]->data()), inputs[i]->nbytes());
     if (impl.generic) KILN_RETURN_IF_ERROR(input.resize(inputs[i]->sizes()));
   }
-  KILN_RETURN_IF_ERROR(impl.execute());
+  // Outputs of known sizes are written by their steps straight into the caller's tensors
+  // (direct_outputs), the others copied after the run.
+  std::vector<void*> own_storage(outputs.size(), nullptr);
+  Status ran = point_outputs_at_caller(inputs, outputs, resize_output, own_storage);
+  if (ran.ok()) ran = impl.execute();
   for (size_t i = 0; i < outputs.size(); ++i) {
-    Slot& slot = *impl.slots[impl.outputs[i]];
-    const Tensor& result = slot.tensor();
-    if (resize_output) KILN_RETURN_IF_ERROR(resize_output(i, result.sizes()));
-    Status status = outputs[i]->resize(result.sizes());
-    if (!status.ok()) {
-      return Status(Error::InvalidArgument,
-                    "run function '" + impl.name + "': output '" + slot.name + "' has shape " +
-                        runtime::shape_to_string(outputs[i]->sizes()) + " (expected " +
-                        runtime::shape_to_string(result.sizes()) + "): " + status.message());
-    }
+    if (own_storage[i] == nullptr) continue;
+    Tensor& t = impl.slots[impl.outputs[i]]->tensor();
+    t.set_data(own_storage[i], t.nbytes());
+  }
+  KILN_RETURN_IF_ERROR(ran);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (own_storage[i] != nullptr) continue;
+    const Tensor& result = impl.slots[impl.outputs[i]]->tensor();
+    KILN_RETURN_IF_ERROR(size_output(i, result.sizes(), outputs, resize_output));
     if (result.nbytes() > 0) {
       std::memcpy(outputs[i]->mutable_data(), result.data(), result.nbytes());
     }
+  }
+  return Status();
+}
+
+Status CompiledFunction::size_output(size_t i, runtime::Span<const int64_t> sizes,
+                                     Span<Tensor* const> outputs,
+                                     const OutputResizer& resize_output) const {
+  if (resize_output) KILN_RETURN_IF_ERROR(resize_output(i, sizes));
+  Status status = outputs[i]->resize(sizes);
+  if (status.ok()) return status;
+  return Status(Error::InvalidArgument, "run function '" + impl_->name + "': output '" +
+                                            impl_->slots[impl_->outputs[i]]->name + "' has shape " +
+                                            runtime::shape_to_string(outputs[i]->sizes()) +
+                                            " (expected " + runtime::shape_to_string(sizes) +
+                                            "): " + status.message());
+}
+
+Status CompiledFunction::point_outputs_at_caller(Span<const Tensor* const> inputs,
+                                                 Span<Tensor* const> outputs,
+                                                 const OutputResizer& resize_output,
+                                                 std::vector<void*>& own_storage) {
+  CompiledFunctionImpl& impl = *impl_;
+  if (impl.generic || !impl.is_static) return Status();
+  // Bytes the run reads or writes elsewhere: a caller's output overlapping them is copied into
+  // after the run instead, so that no step writes where another still reads.
+  auto overlaps = [](const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+    const auto* x = static_cast<const uint8_t*>(a);
+    const auto* y = static_cast<const uint8_t*>(b);
+    return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+  };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!impl.direct_outputs[i]) continue;
+    Tensor& t = impl.slots[impl.outputs[i]]->tensor();
+    KILN_RETURN_IF_ERROR(size_output(i, t.sizes(), outputs, resize_output));
+    void* to = outputs[i]->mutable_data();
+    const size_t bytes = t.nbytes();
+    if (to == nullptr || bytes == 0 || outputs[i]->nbytes() != bytes) continue;
+    bool apart = !overlaps(to, bytes, impl.arena_base, impl.arena_bytes);
+    for (const Tensor* in : inputs) apart = apart && !overlaps(to, bytes, in->data(), in->nbytes());
+    for (size_t k = 0; k < outputs.size() && apart; ++k) {
+      apart = k == i || !overlaps(to, bytes, outputs[k]->data(), outputs[k]->nbytes());
+    }
+    if (!apart) continue;
+    own_storage[i] = t.mutable_data();
+    t.set_data(to, bytes);
   }
   return Status();
 }

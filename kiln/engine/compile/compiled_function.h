@@ -127,6 +127,11 @@ class CompiledFunction {
   runtime::ScalarType output_dtype(size_t index) const;
   /// The output's sizes when known at compile time; empty optional when they depend on data.
   const std::optional<std::vector<int64_t>>& output_sizes(size_t index) const;
+  /// Whether runs have the step computing output `index` write it straight into the caller's
+  /// tensor (nothing copied), when that tensor overlaps no input or other output tensor: for
+  /// outputs of a plan of known sizes that are no input, are listed once and are not placed
+  /// inside another value.
+  bool writes_output_directly(size_t index) const;
 
   /// One entry per step, in execution order.
   const std::vector<PlacementEntry>& placement() const;
@@ -154,9 +159,11 @@ class CompiledFunction {
   /// Runs the function. `inputs` follow the function's inputs; each must have the compiled
   /// dtype and sizes and be contiguous; its data is read in place, never written. Each output
   /// tensor must have the output's dtype; it is resized to the result's sizes (so a Static
-  /// tensor must already have them, a Bounded one the capacity) and the result is copied into
-  /// it. Errors: InvalidArgument naming the input or output, the shape or dtype given and the
-  /// one expected, or a wrong count; a kernel's own error with the node named.
+  /// tensor must already have them, a Bounded one the capacity) and the result is written into
+  /// it: by the step that computes it, where the plan has its sizes and the tensor overlaps no
+  /// input or other output, else copied after the run. Errors: InvalidArgument naming the input or
+  /// output, the shape or dtype given and the one expected, or a wrong count; a kernel's own error
+  /// with the node named.
   runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,
                       runtime::Span<runtime::Tensor* const> outputs);
 
@@ -178,6 +185,17 @@ class CompiledFunction {
       const ir::Model&, std::string_view, const specialization::SpecializationOptions&,
       const CompileOptions&);
   explicit CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl);
+  /// Resizes output `i` to `sizes` (through `resize_output` first, when set).
+  runtime::Status size_output(size_t i, runtime::Span<const int64_t> sizes,
+                              runtime::Span<runtime::Tensor* const> outputs,
+                              const OutputResizer& resize_output) const;
+  /// Points the slots of `direct_outputs` at the caller's tensors (sized first) where those
+  /// overlap no input, other output or the arena, keeping each slot's own storage in
+  /// `own_storage` (null where not pointed) for the caller to restore after the run.
+  runtime::Status point_outputs_at_caller(runtime::Span<const runtime::Tensor* const> inputs,
+                                          runtime::Span<runtime::Tensor* const> outputs,
+                                          const OutputResizer& resize_output,
+                                          std::vector<void*>& own_storage);
 
   std::unique_ptr<CompiledFunctionImpl> impl_;
   std::mutex run_mutex_;

@@ -149,6 +149,10 @@ class CompiledFunctionImpl {
   /// arena alive during that step only (the steps run one at a time), counted in `arena_bytes`.
   uint64_t scratchpad_bytes = 0;
   bool is_static = true;
+  /// Per function output: whether a run may point its slot at the caller's output tensor, so
+  /// that the step computing it writes there and nothing is copied (a Planned value with
+  /// storage of its own in plain bytes, listed once among the outputs). Set by the memory plan.
+  std::vector<bool> direct_outputs;
   /// A shape-generic plan (`specialize_generic`): inputs of any shapes `graph`'s input types
   /// admit, every computed value Dynamic.
   bool generic = false;

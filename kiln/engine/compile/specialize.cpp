@@ -815,6 +815,15 @@ Status Builder::plan_memory() {
     impl_->steps[scratch_steps[k]].cpu_op->use_scratchpad(impl_->arena_base +
                                                           memory.offsets[planned.size() + k]);
   }
+  // Outputs the caller's tensors may hold during a run: a value of its own storage (not placed
+  // inside a Concat's result), plain, and only once among the outputs.
+  for (int v : impl_->outputs) {
+    Slot& s = slot(v);
+    const bool own = s.kind == Slot::Kind::Planned && !aliased[static_cast<size_t>(v)] &&
+                     s.native_bytes <= s.tensor().nbytes();
+    impl_->direct_outputs.push_back(
+        own && std::count(impl_->outputs.begin(), impl_->outputs.end(), v) == 1);
+  }
   // Slot tensors are final: point the oneDNN steps at them.
   for (Step& step : impl_->steps) {
     if (step.cpu_op == nullptr) continue;
