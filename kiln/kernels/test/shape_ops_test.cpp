@@ -237,6 +237,53 @@ TEST(Transpose, PermAndDefaultReversal) {
   EXPECT_THAT(status.message(), HasSubstr("attribute 'perm' is [0, 0, 1] (expected a permutation"));
 }
 
+// Transposes of every dimension order of a 3-D tensor and the attention transposes of a 4-D
+// one (odd sizes) against the index definition, for elements of 1, 4 and 8 bytes.
+template <class T>
+void expect_transposes_match_the_definition(ScalarType dtype) {
+  const std::vector<std::pair<Shape, std::vector<Shape>>> cases = {
+      {{3, 37, 45}, {{0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}},
+      {{1, 4, 130, 33}, {{0, 1, 3, 2}, {0, 2, 1, 3}, {3, 2, 1, 0}, {0, 2, 3, 1}}},
+      {{70, 20}, {{1, 0}}}};
+  for (const auto& [shape, perms] : cases) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    std::vector<T> values(static_cast<size_t>(numel));
+    for (int64_t i = 0; i < numel; ++i) values[static_cast<size_t>(i)] = static_cast<T>(i * 7 + 3);
+    auto x = OwnedTensor::of<T>(shape, values);
+    for (const Shape& perm : perms) {
+      SCOPED_TRACE(runtime::shape_to_string(shape) + " perm " + runtime::shape_to_string(perm));
+      auto out = OwnedTensor::resizable(dtype, shape.size(), static_cast<size_t>(numel));
+      EValue in(x.tensor()), result(out.tensor());
+      Status status = run_kernel("Transpose", {&in}, {&result}, attrs({{"perm", perm}}));
+      ASSERT_TRUE(status.ok()) << status.to_string();
+      Shape out_shape(shape.size()), in_strides(shape.size(), 1);
+      for (size_t d = shape.size() - 1; d-- > 0;) in_strides[d] = in_strides[d + 1] * shape[d + 1];
+      for (size_t d = 0; d < shape.size(); ++d) out_shape[d] = shape[static_cast<size_t>(perm[d])];
+      ASSERT_EQ(sizes_of(result), out_shape);
+      auto moved = out.template values<T>(numel);
+      int wrong = 0;
+      for (int64_t o = 0; o < numel && wrong < 3; ++o) {
+        int64_t rest = o, at = 0;
+        for (size_t d = out_shape.size(); d-- > 0;) {
+          at += (rest % out_shape[d]) * in_strides[static_cast<size_t>(perm[d])];
+          rest /= out_shape[d];
+        }
+        if (moved[static_cast<size_t>(o)] != values[static_cast<size_t>(at)]) {
+          ADD_FAILURE() << "output element " << o << " (expected input element " << at << ")";
+          ++wrong;
+        }
+      }
+    }
+  }
+}
+
+TEST(Transpose, LargeTransposesMatchTheIndexDefinition) {
+  expect_transposes_match_the_definition<uint8_t>(ScalarType::UInt8);
+  expect_transposes_match_the_definition<int32_t>(ScalarType::Int32);
+  expect_transposes_match_the_definition<int64_t>(ScalarType::Int64);
+}
+
 // ---- Squeeze, Unsqueeze -----------------------------------------------------------------------
 
 TEST(Squeeze, AxesFromInputAttributeOrAllOnes) {
