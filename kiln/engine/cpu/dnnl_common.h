@@ -219,6 +219,10 @@ Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
 /// B; no residual) as a matmul and a scatter (dnnl_deconv_patches.cpp); null for any other
 /// ConvTranspose. Inputs already checked by create_deconv.
 Result<std::unique_ptr<CpuOp>> create_deconv_patches(const OpDesc& desc);
+/// Whether a ConvTranspose (inputs checked) is one of patches: a 2-D W whose kernel equals the
+/// strides, with no pads, dilations, groups, output padding or output shape. Errors: those of
+/// reading its attributes.
+Result<bool> kernel_equals_strides(const OpDesc& desc);
 /// `md` (4-D [N, C, H, W]) as [N, H * W, C] when each pixel's channels are one contiguous row
 /// (nhwc, or nChw{8,16}c with all channels in one block); nullopt otherwise. The rows are
 /// `strides[1]` floats apart.

@@ -212,6 +212,24 @@ bool all_equal(const std::vector<int64_t>& values, int64_t expected) {
 
 }  // namespace
 
+Result<bool> kernel_equals_strides(const OpDesc& desc) {
+  const std::vector<int64_t>& w = desc.inputs[1].sizes;
+  if (w.size() != 4) return false;
+  Attrs attrs(desc);
+  KILN_ASSIGN_OR_RETURN(int64_t group, attrs.get_int("group", 1));
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, attrs.get_string("auto_pad", "NOTSET"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, attrs.get_ints("kernel_shape"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, attrs.get_ints("strides"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, attrs.get_ints("dilations"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attrs.get_ints("pads"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, attrs.get_ints("output_padding"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, attrs.get_ints("output_shape"));
+  const std::vector<int64_t> window = {w[2], w[3]};
+  return group == 1 && (auto_pad == "NOTSET" || auto_pad == "VALID") && strides == window &&
+         (kernel.empty() || kernel == window) && all_equal(dilations, 1) && all_equal(pads, 0) &&
+         all_equal(output_padding, 0) && output_shape.empty();
+}
+
 Result<std::unique_ptr<CpuOp>> create_deconv_patches(const OpDesc& desc) {
   std::unique_ptr<CpuOp> none;
   if (desc.inputs.size() < 2 || desc.inputs.size() > 3 || num_residuals(desc) != 0) return none;
@@ -224,21 +242,8 @@ Result<std::unique_ptr<CpuOp>> create_deconv_patches(const OpDesc& desc) {
       (input_constant(desc, 2) == nullptr || desc.inputs[2].sizes != std::vector<int64_t>{w[1]})) {
     return none;
   }
-  Attrs attrs(desc);
-  KILN_ASSIGN_OR_RETURN(int64_t group, attrs.get_int("group", 1));
-  KILN_ASSIGN_OR_RETURN(std::string auto_pad, attrs.get_string("auto_pad", "NOTSET"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, attrs.get_ints("kernel_shape"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, attrs.get_ints("strides"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, attrs.get_ints("dilations"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attrs.get_ints("pads"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, attrs.get_ints("output_padding"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, attrs.get_ints("output_shape"));
-  const std::vector<int64_t> window = {w[2], w[3]};
-  if (group != 1 || (auto_pad != "NOTSET" && auto_pad != "VALID") || strides != window ||
-      (!kernel.empty() && kernel != window) || !all_equal(dilations, 1) || !all_equal(pads, 0) ||
-      !all_equal(output_padding, 0) || !output_shape.empty()) {
-    return none;
-  }
+  KILN_ASSIGN_OR_RETURN(bool patches, kernel_equals_strides(desc));
+  if (!patches) return none;
   for (int64_t size : x) {
     if (size <= 0) return none;
   }

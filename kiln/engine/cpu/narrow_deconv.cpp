@@ -217,10 +217,6 @@ KILN_VECTOR_CLONES void deconv_rows(const Source& s, const float* w, const float
   }
 }
 
-bool all_equal(const std::vector<int64_t>& values, int64_t expected) {
-  return std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == expected; });
-}
-
 class NarrowDeconvOp final : public CpuOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
@@ -237,21 +233,8 @@ class NarrowDeconvOp final : public CpuOp {
     for (int64_t size : x) {
       if (size <= 0) return not_here("an empty input");
     }
-    Attrs attrs(desc);
-    KILN_ASSIGN_OR_RETURN(int64_t group, attrs.get_int("group", 1));
-    KILN_ASSIGN_OR_RETURN(std::string auto_pad, attrs.get_string("auto_pad", "NOTSET"));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, attrs.get_ints("kernel_shape"));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, attrs.get_ints("strides"));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, attrs.get_ints("dilations"));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attrs.get_ints("pads"));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, attrs.get_ints("output_padding"));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, attrs.get_ints("output_shape"));
-    const std::vector<int64_t> window = {w[2], w[3]};
-    if (group != 1 || (auto_pad != "NOTSET" && auto_pad != "VALID") || strides != window ||
-        (!kernel.empty() && kernel != window) || !all_equal(dilations, 1) || !all_equal(pads, 0) ||
-        !all_equal(output_padding, 0) || !output_shape.empty()) {
-      return not_here("a kernel other than its strides, pads, dilations or groups");
-    }
+    KILN_ASSIGN_OR_RETURN(bool patches, kernel_equals_strides(desc));
+    if (!patches) return not_here("a kernel other than its strides, pads, dilations or groups");
     auto op = std::make_unique<NarrowDeconvOp>();
     Geometry& g = op->geometry_;
     g.batch = x[0], g.channels = x[1], g.height = x[2], g.width = x[3];

@@ -4,6 +4,7 @@
 // (the scatter on several threads: dnnl_ops_test.cpp, DnnlThreads).
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/test/dnnl_layouts.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
@@ -115,18 +116,6 @@ TEST(DnnlConvTransposePatches, OtherConvTransposesUseTheDeconvolution) {
     c.run();
     EXPECT_EQ(c.description.find("as patches"), std::string::npos) << c.description;
   }
-}
-
-/// `plain` (f32 NCHW) reordered into `md`'s bytes.
-std::vector<float> to_layout(const Tensor& plain, const dnnl::memory::desc& md) {
-  std::vector<float> bytes(md.get_size() / sizeof(float), 0.0f);
-  dnnl::memory from = dnnl_impl::wrap(
-      dnnl_impl::plain_md(runtime::Span<const int64_t>(plain.sizes().data(), plain.sizes().size())),
-      plain.data());
-  dnnl::memory to = dnnl_impl::wrap(md, bytes.data());
-  dnnl::reorder(from, to).execute(dnnl_impl::cpu_stream(), from, to);
-  dnnl_impl::cpu_stream().wait();
-  return bytes;
 }
 
 TEST(DnnlConvTransposePatches, ReadsAndWritesNativeLayouts) {

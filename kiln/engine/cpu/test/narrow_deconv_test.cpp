@@ -5,6 +5,7 @@
 // rows (nhwc, one-block nChw16c) read natively; what it leaves to the patches op.
 
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/test/dnnl_layouts.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
@@ -87,18 +88,6 @@ TEST(NarrowDeconv, MatchesTheReferenceOverShapesBiasPostOpsAndThreads) {
       }
     }
   }
-}
-
-/// `plain` (f32 NCHW) reordered into `md`'s bytes.
-std::vector<float> to_layout(const Tensor& plain, const dnnl::memory::desc& md) {
-  std::vector<float> bytes(md.get_size() / sizeof(float), 0.0f);
-  dnnl::memory from = dnnl_impl::wrap(
-      dnnl_impl::plain_md(runtime::Span<const int64_t>(plain.sizes().data(), plain.sizes().size())),
-      plain.data());
-  dnnl::memory to = dnnl_impl::wrap(md, bytes.data());
-  dnnl::reorder(from, to).execute(dnnl_impl::cpu_stream(), from, to);
-  dnnl_impl::cpu_stream().wait();
-  return bytes;
 }
 
 TEST(NarrowDeconv, ReadsTheProducersPixelRowsNatively) {
