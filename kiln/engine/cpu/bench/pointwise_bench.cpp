@@ -5,6 +5,7 @@
 // each creation). Run by hand, e.g.
 //   kiln_pointwise_bench --benchmark_min_time=0.2
 
+#include <kiln/engine/cpu/bench/native_op_bench.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 
@@ -71,31 +72,9 @@ void BM_Pointwise(benchmark::State& state) {
     state.SkipWithError(op.status().message().c_str());
     return;
   }
-  const auto in_layout = (*op)->native_input_layout(0);
-  const auto out_layout = (*op)->native_output_layout(0);
-  if (!in_layout || !out_layout || !(*op)->use_native_input(0).ok() ||
-      !(*op)->use_native_output(0).ok() || !(*op)->finish().ok()) {
-    state.SkipWithError("no native layout");
-    return;
-  }
-  std::vector<float> x(in_layout->bytes / sizeof(float)), y(out_layout->bytes / sizeof(float));
-  for (float& v : x) v = d(generator);
-  Tensor xt(ScalarType::Float32, {1, l.c, l.hw, l.hw}, x.data(),
-            kiln::runtime::ShapeDynamism::Static, in_layout->bytes);
-  Tensor yt(ScalarType::Float32, {1, l.o, l.hw, l.hw}, y.data(),
-            kiln::runtime::ShapeDynamism::Static, out_layout->bytes);
-  const Tensor* inputs[] = {&xt, nullptr, nullptr};
-  Tensor* out = &yt;
-  for (auto _ : state) {
-    if (!(*op)
-             ->run(kiln::runtime::Span<const Tensor*>(inputs, 3),
-                   kiln::runtime::Span<Tensor*>(&out, 1))
-             .ok()) {
-      state.SkipWithError("run failed");
-      return;
-    }
-    benchmark::DoNotOptimize(y.data());
-  }
+  kiln::engine::cpu::bench::run_natively(state, **op, {1, l.c, l.hw, l.hw}, {1, l.o, l.hw, l.hw},
+                                         3);
+  if (state.error_occurred()) return;
   const double flops = 2.0 * static_cast<double>(l.c * l.o * l.hw * l.hw);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

@@ -1,0 +1,93 @@
+// 3x3 stride-1 Convs among blocked Convs: oneDNN's Winograd kernel against its direct one
+// (OpDesc::winograd), nChw16c in and out natively as inside a model (batch 1, f32, Relu), over
+// output channels and image sizes around the rule that keeps a Conv to one block of output
+// channels over a large image direct (winograd_fit, engine/compile/layout_propagation.cpp): the
+// run time (GFLOP/s of the direct algorithm's work) at the threads given. Run by hand, e.g.
+//   kiln_winograd_bench --benchmark_min_time=0.2 --benchmark_enable_random_interleaving=true
+//                       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+
+#include <kiln/engine/cpu/bench/native_op_bench.h>
+#include <kiln/engine/cpu/cpu_op.h>
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::engine::cpu::ActivationLayout;
+using kiln::engine::cpu::CpuOp;
+using kiln::engine::cpu::OpDesc;
+using kiln::engine::cpu::PostOp;
+using kiln::engine::cpu::PostOpKind;
+using kiln::engine::cpu::TensorDesc;
+using kiln::runtime::ScalarType;
+using kiln::runtime::Tensor;
+
+struct Layer {
+  const char* name;
+  int64_t c, o, hw;
+};
+
+const Layer kLayers[] = {
+    {"ocr stem 16->16 160x160", 16, 16, 160},
+    {"ocr head 64->16 80x80", 64, 16, 80},
+    {"64->16 40x40", 64, 16, 40},
+    {"16->32 80x80", 16, 32, 80},
+    {"32->32 80x80", 32, 32, 80},
+    {"32->48 80x80", 32, 48, 80},
+    {"64->64 40x40", 64, 64, 40},
+    {"resnet 64->64 56x56", 64, 64, 56},
+    {"128->16 20x20", 128, 16, 20},
+};
+
+void BM_Winograd(benchmark::State& state) {
+  const Layer& l = kLayers[state.range(0)];
+  const bool winograd = state.range(1) == 1;
+  std::mt19937 generator(1);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(l.o * l.c * 9)), b(static_cast<size_t>(l.o));
+  for (float& v : w) v = d(generator);
+  for (float& v : b) v = d(generator);
+  Tensor wt(ScalarType::Float32, {l.o, l.c, 3, 3}, w.data());
+  Tensor bt(ScalarType::Float32, {l.o}, b.data());
+  OpDesc desc;
+  desc.op = "Conv";
+  desc.attributes = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  desc.inputs = {TensorDesc{ScalarType::Float32, {1, l.c, l.hw, l.hw}},
+                 TensorDesc{ScalarType::Float32, {l.o, l.c, 3, 3}},
+                 TensorDesc{ScalarType::Float32, {l.o}}};
+  desc.constants = {nullptr, &wt, &bt};
+  desc.post_ops = {PostOp{PostOpKind::Relu}};
+  desc.num_threads = static_cast<int>(state.range(2));
+  desc.activation_layout = ActivationLayout::Blocked;
+  desc.winograd = winograd;
+  auto op = CpuOp::create(desc);
+  if (!op.ok()) {
+    state.SkipWithError(op.status().message().c_str());
+    return;
+  }
+  kiln::engine::cpu::bench::run_natively(state, **op, {1, l.c, l.hw, l.hw}, {1, l.o, l.hw, l.hw},
+                                         3);
+  if (state.error_occurred()) return;
+  const double flops = 2.0 * static_cast<double>(l.c * l.o * 9 * l.hw * l.hw);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(l.name) + ": " + (*op)->describe().substr(0, 40));
+}
+
+void layers(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) {
+    for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
+      b->Args({i, 0, threads});
+      b->Args({i, 1, threads});
+    }
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Winograd)->Apply(layers)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_MAIN();
