@@ -88,8 +88,8 @@ KILN_VECTOR_CLONES void softmax_rows(const float* x, float* y, int64_t begin, in
     }
     float max = horizontal_max(vmax);
     for (int64_t j = full; j < cols; ++j) max = in[j] > max ? in[j] : max;
-    // Masked logits (attention's -1e9 or -inf) sit far below the max: exp_of clamps them to
-    // e^-87, which cannot change a sum of at least 1.
+    // Masked logits (attention's -1e9 or -inf) sit far below the max: their exponentials
+    // are 0, in the vectors (exp_of) and in the tail alike.
     Floats vsum = vec::splat(0.0f);
     const Floats shift = vec::splat(max);
     for (int64_t j = 0; j < full; j += kLanes) {

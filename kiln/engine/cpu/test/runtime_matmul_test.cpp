@@ -119,6 +119,40 @@ TEST(RuntimeMatMul, TwoComputedInputsMatchReferenceWithEqualAndBroadcastBatches)
   }
 }
 
+// Attention's products as a shape-generic plan runs them, on 1 and 2 threads, over shapes
+// with row and column tails, one batch and many, a larger B then a smaller one: one primitive
+// per rank serves them all.
+TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  const std::vector<Shapes> shapes = {{{1, 4, 128, 128}, {1, 4, 128, 32}},
+                                      {{1, 4, 128, 32}, {1, 4, 32, 128}},
+                                      {{1, 4, 17, 40}, {1, 4, 40, 17}},
+                                      {{3, 2, 7, 33}, {3, 2, 33, 19}},
+                                      {{1, 200, 600}, {1, 600, 70}},
+                                      {{5, 1, 3}, {5, 3, 1}},
+                                      {{2, 9, 16}, {2, 16, 48}}};
+  uint32_t seed = 70;
+  for (int threads : {1, 2}) {
+    Case c("MatMul", {});
+    c.desc.num_threads = threads;
+    c.add(random_tensor({1, 1}, 1), false);
+    c.add(random_tensor({1, 1}, 2), false);
+    auto op = RuntimeMatMul::create(c.desc);
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_THAT((*op)->describe(), HasSubstr("run-time shapes"));
+    for (const Shapes& s : shapes) {
+      SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b) +
+                   " threads " + std::to_string(threads));
+      OwnedTensor a = random_tensor(s.a, seed++);
+      OwnedTensor b = random_tensor(s.b, seed++);
+      OwnedTensor out = run(**op, a.tensor(), &b.tensor());
+      expect_near(out, reference(a.tensor(), b.tensor(), nullptr, {}));
+    }
+  }
+}
+
 TEST(RuntimeMatMul, ErrorsNameTheShapesAndWhatIsNotSupported) {
   Case c("MatMul", {});
   c.add(random_tensor({1, 8}, 1), false);

@@ -391,6 +391,42 @@ TEST(RuntimeRows, SpecialValuesFollowTheReference) {
   }
 }
 
+// A causal mask's logits (-1e9, -inf, float's lowest) and logits 88-200 below the row's max
+// give probabilities of exactly 0, in whole vectors and remainders: no subnormal values, which
+// make every product that reads them many times slower. Softmax's other values stay normal
+// where the reference's are.
+TEST(RuntimeRows, MaskedLogitsGiveZerosNotSubnormals) {
+  const int64_t n = 40;  // two vectors and a remainder
+  const float masks[] = {-1e9f, -std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::lowest(), -88.5f, -120.0f, -200.0f};
+  for (float mask : masks) {
+    SCOPED_TRACE("mask " + std::to_string(mask));
+    std::vector<float> values(static_cast<size_t>(n * n));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        values[static_cast<size_t>(r * n + c)] =
+            c <= r ? static_cast<float>((r * 7 + c * 3) % 11) * 0.25f : mask;
+      }
+    }
+    OwnedTensor x = OwnedTensor::of({n, n}, values);
+    for (int threads : {1, 2}) {
+      auto made = RuntimeRows::create(desc_of("Softmax", 2, {}, threads));
+      ASSERT_TRUE(made.ok()) << made.status();
+      std::vector<float> actual = run(**made, x.tensor()).values<float>();
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          const float v = actual[static_cast<size_t>(r * n + c)];
+          if (c > r) {
+            EXPECT_EQ(v, 0.0f) << "row " << r << " column " << c;
+          } else {
+            EXPECT_EQ(std::fpclassify(v), FP_NORMAL) << "row " << r << " column " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(RuntimeRows, CallsTheLoopsDoNotCoverRunOnTheReferenceKernel) {
   // A Softmax over a middle axis of an op whose rank was unknown at creation.
   auto softmax = RuntimeRows::create(desc_of("Softmax", 0, {int_attr("axis", 1)}, 1));
