@@ -151,11 +151,17 @@ bool gelu_post_op_fast();
 /// AVX-512, where oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about
 /// half the FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
 bool avx2_own_gemm();
-/// Whether this CPU has AVX-512 as oneDNN may use it: the three choices above follow it, not
+/// Whether a MatMul or Gemm of a few rows streaming a large constant B (a decoder's token)
+/// reads B in oneDNN's blocked layout (`blocked_b_md`, which oneDNN's blocked matmul packs on
+/// AVX-512), so that it and a MatMul of many rows by the same weight (a prefill of the same
+/// model) share one packing: GPT-large's prefill and decode held two copies of their 88 MiB of
+/// packed weights before. False (no AVX-512): kiln's panels, which kiln's AVX2 MatMul packs.
+bool streaming_b_blocked();
+/// Whether this CPU has AVX-512 as oneDNN may use it: the four choices above follow it, not
 /// the CPU alone, so with ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU kernel selection plans as
 /// on an AVX2 CPU (how those plans are tested there). `set_avx512_for_testing` never changes it.
 bool cpu_has_avx512();
-/// Tests: the three choices are made as if the CPU had AVX-512 (`has`) until called again
+/// Tests: the four choices are made as if the CPU had AVX-512 (`has`) until called again
 /// (nullopt: the CPU decides).
 void set_avx512_for_testing(std::optional<bool> has);
 

@@ -44,6 +44,8 @@ bool own_vector_loops() { return has_avx512(); }
 
 bool gelu_post_op_fast() { return has_avx512(); }
 
+bool streaming_b_blocked() { return has_avx512(); }
+
 bool avx2_own_gemm() {
   return !has_avx512() && dnnl_impl::cpu_has_avx2_fma() && dnnl_allows(dnnl_cpu_isa_avx2);
 }

@@ -7,6 +7,7 @@
 #include <kiln/engine/cpu/vector_math.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace kiln::engine::cpu::dnnl_impl {
@@ -58,6 +59,35 @@ struct Epilogue {
     }
   }
   return v;
+}
+
+// Writes the sums of rows [m, m + rows) for the panel of columns [n0, n0 + 16): biases,
+// post-ops, and only the columns before n_count.
+[[gnu::always_inline]] inline void write_sums(const vec::Floats* sums, int64_t rows, int64_t m,
+                                              int64_t n0, int64_t n_count, float* c, int64_t ldc,
+                                              const Epilogue& e) {
+  const int64_t width = std::min(vec::kLanes, n_count - n0);
+  float padded[vec::kLanes] = {};
+  if (e.col_bias != nullptr) std::memcpy(padded, e.col_bias + n0, sizeof(float) * width);
+  const vec::Floats col_bias = vec::load(padded);
+  for (int64_t r = 0; r < rows; ++r) {
+    vec::Floats v = sums[r] + col_bias;
+    if (e.row_bias != nullptr) v += e.row_bias[m + r];
+    vec::Floats residual{};
+    if (e.residual != nullptr) {
+      float row[vec::kLanes] = {};
+      std::memcpy(row, e.residual + (m + r) * ldc + n0, sizeof(float) * width);
+      residual = vec::load(row);
+    }
+    v = post_process(v, e, residual);
+    float* out = c + (m + r) * ldc + n0;
+    if (width == vec::kLanes) {
+      vec::store(out, v);
+    } else {
+      vec::store(padded, v);
+      std::memcpy(out, padded, sizeof(float) * width);
+    }
+  }
 }
 
 // Whether the loops apply every post-op of `desc`: Relu, Clip, Sigmoid, Tanh, Linear, Swish, and

@@ -11,6 +11,7 @@
 // the panels do at the memory's full rate, split by columns over the op's threads.
 
 #include <kiln/engine/cpu/avx2_gemm.h>
+#include <kiln/engine/cpu/blocked_gemv.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/packed_constants.h>
@@ -40,35 +41,6 @@ constexpr int64_t kMaxPanelBytes = int64_t{1} << 20;
 // post-ops.
 constexpr int64_t kStreamingRows = 4;
 constexpr double kStreamingBytes = 1 << 20;
-
-// Writes the sums of rows [m, m + rows) for the panel of columns [n0, n0 + 16): biases,
-// post-ops, and only the columns before n_count.
-[[gnu::always_inline]] inline void write_sums(const Floats* sums, int64_t rows, int64_t m,
-                                              int64_t n0, int64_t n_count, float* c, int64_t ldc,
-                                              const Epilogue& e) {
-  const int64_t width = std::min(kLanes, n_count - n0);
-  float padded[kLanes] = {};
-  if (e.col_bias != nullptr) std::memcpy(padded, e.col_bias + n0, sizeof(float) * width);
-  const Floats col_bias = load(padded);
-  for (int64_t r = 0; r < rows; ++r) {
-    Floats v = sums[r] + col_bias;
-    if (e.row_bias != nullptr) v += e.row_bias[m + r];
-    Floats residual{};
-    if (e.residual != nullptr) {
-      float row[kLanes] = {};
-      std::memcpy(row, e.residual + (m + r) * ldc + n0, sizeof(float) * width);
-      residual = load(row);
-    }
-    v = post_process(v, e, residual);
-    float* out = c + (m + r) * ldc + n0;
-    if (width == kLanes) {
-      store(out, v);
-    } else {
-      store(padded, v);
-      std::memcpy(out, padded, sizeof(float) * width);
-    }
-  }
-}
 
 // One row of A by the panels, one panel after another with K in eights: eight independent
 // chains of sums (as many as two FMA units with 4-cycle latency keep busy) and a single
@@ -273,6 +245,19 @@ class SmallMatMulOp final : public SmallOp {
       KILN_ASSIGN_OR_RETURN(op->bias_,
                             column_bias(desc, 2, n, static_cast<float>(gemm ? beta : 1.0)));
     }
+    if (streaming && alpha == 1.0 && streaming_b_blocked()) {
+      // B's bytes as oneDNN's matmul (dnnl_matmul.cpp) describes them, so that the packing's
+      // key is the one a blocked oneDNN MatMul of this weight makes.
+      const memory::desc source =
+          gemm ? memory::desc({k, n}, memory::data_type::f32,
+                              trans_b != 0 ? memory::dims{1, k} : memory::dims{n, 1})
+               : plain_md(b_sizes);
+      const memory::desc target = blocked_b_md(k, n);
+      KILN_ASSIGN_OR_RETURN(op->blocked_b_, pack_constant(desc, 1, source, b->data(), target));
+      op->panels_ = static_cast<const float*>(op->blocked_b_.get_data_handle());
+      op->describe_ += " from oneDNN's blocked B (" + format_of(target) + ")";
+      return std::unique_ptr<CpuOp>(std::move(op));
+    }
     KILN_ASSIGN_OR_RETURN(op->panels_,
                           pack_matmul_panels(desc, 1, k, n, trans_b != 0, alpha, op->own_panels_));
     return std::unique_ptr<CpuOp>(std::move(op));
@@ -296,6 +281,8 @@ class SmallMatMulOp final : public SmallOp {
     auto* c = static_cast<float*>(outputs[0]->mutable_data());
     if (blocked_) {
       avx2_gemm(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
+    } else if (blocked_b_) {
+      gemv_blocked(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
     } else {
       gemm_panels_parallel(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
     }
@@ -308,6 +295,7 @@ class SmallMatMulOp final : public SmallOp {
   bool residual_ = false, blocked_ = false;
   const float* panels_ = nullptr;
   std::vector<float> own_panels_, bias_;
+  memory blocked_b_;  ///< B in oneDNN's blocked layout (`streaming_b_blocked`), else empty.
 };
 
 // Conv of one group, 1-D or 2-D, constant W and B, per image in one of two orientations,

@@ -2,6 +2,7 @@
 // on kiln's own loops against the reference kernels on seeded random data, and tiny
 // element-wise ops left to the reference kernels, while larger ones keep oneDNN.
 
+#include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
@@ -116,7 +117,10 @@ TEST(SmallOps, MatMulsAndGemmsMatchReference) {
 }
 
 // A few rows (a decoder's token) by a large constant B: the streaming loops at any size, with
-// bias, Gelu (erf and tanh), a residual, and on one or two threads (columns split).
+// bias, Gelu (erf and tanh), a residual, and on one or two threads (columns split); B in
+// oneDNN's blocked layout (as kernel selection takes it with AVX-512), or, planned as for an
+// AVX2 CPU, on kiln's AVX2 MatMul.
+// K = 300 and N = 1000 leave partial blocks of rows and of columns.
 TEST(SmallOps, MatMulsOfFewRowsStreamAtAnySize) {
   uint32_t seed = 970;
   const std::vector<std::vector<PostOp>> post_op_sets = {
@@ -125,35 +129,92 @@ TEST(SmallOps, MatMulsOfFewRowsStreamAtAnySize) {
       {{PostOpKind::Gelu, 1.0f}},
       {{PostOpKind::AddResidual}},
       {{PostOpKind::AddResidual}, {PostOpKind::Relu}}};
-  for (int64_t rows : {1, 3}) {
-    for (bool bias : {false, true}) {
-      for (const auto& post_ops : post_op_sets) {
-        for (int threads : {1, 2}) {
-          SCOPED_TRACE("rows " + std::to_string(rows) + (bias ? " bias" : "") +
-                       post_ops_name(post_ops) + " threads " + std::to_string(threads));
-          const int64_t k = 300, n = 1000;  // 300,000 multiply-adds a row: past the small bound
-          Case c = small_case("MatMul", {});
-          c.desc.num_threads = threads;
-          c.add(random_tensor({1, rows, k}, seed++), false);
-          c.add(random_tensor({k, n}, seed++, -0.2, 0.2), true);
-          if (bias) c.add(random_tensor({n}, seed++), true);
-          OwnedTensor expected = zeros({1, rows, n});
-          ASSERT_TRUE(kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
-          if (bias) {
-            float* y = expected.tensor().mutable_data_ptr<float>();
-            for (int64_t i = 0; i < rows * n; ++i) y[i] += c.at(2).data_ptr<float>()[i % n];
+  for (bool avx512 : {true, false}) {
+    set_avx512_for_testing(avx512);
+    for (int64_t rows : {1, 2, 3, 4}) {
+      for (bool bias : {false, true}) {
+        for (const auto& post_ops : post_op_sets) {
+          for (int threads : {1, 2}) {
+            SCOPED_TRACE("rows " + std::to_string(rows) + (bias ? " bias" : "") +
+                         post_ops_name(post_ops) + " threads " + std::to_string(threads) +
+                         (avx512 ? " blocked B" : " panels"));
+            const int64_t k = 300, n = 1000;  // 300,000 multiply-adds a row: past the small bound
+            Case c = small_case("MatMul", {});
+            c.desc.num_threads = threads;
+            c.add(random_tensor({1, rows, k}, seed++), false);
+            c.add(random_tensor({k, n}, seed++, -0.2, 0.2), true);
+            if (bias) c.add(random_tensor({n}, seed++), true);
+            OwnedTensor expected = zeros({1, rows, n});
+            ASSERT_TRUE(kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
+            if (bias) {
+              float* y = expected.tensor().mutable_data_ptr<float>();
+              for (int64_t i = 0; i < rows * n; ++i) y[i] += c.at(2).data_ptr<float>()[i % n];
+            }
+            std::vector<const runtime::Tensor*> residuals;
+            if (!post_ops.empty() && post_ops.front().kind == PostOpKind::AddResidual) {
+              c.add(random_tensor({1, rows, n}, seed++), false);
+              residuals.push_back(&c.at(bias ? 3 : 2));
+            }
+            apply_post_ops(post_ops, residuals, expected);
+            c.desc.post_ops = post_ops;
+            expect_near(c.run(), expected);
+            const auto has = [&](const char* what) {
+              return c.description.find(what) != std::string::npos;
+            };
+            if (avx512) {
+              EXPECT_TRUE(has("B streamed") && has("blocked B (BA16a64b)")) << c.description;
+            } else {  // kiln's AVX2 MatMul takes every MatMul by a constant B then
+              EXPECT_TRUE(has("kiln AVX2 MatMul") || (has("B streamed") && !has("blocked B")))
+                  << c.description;
+            }
           }
-          std::vector<const runtime::Tensor*> residuals;
-          if (!post_ops.empty() && post_ops.front().kind == PostOpKind::AddResidual) {
-            c.add(random_tensor({1, rows, n}, seed++), false);
-            residuals.push_back(&c.at(bias ? 3 : 2));
-          }
-          apply_post_ops(post_ops, residuals, expected);
-          c.desc.post_ops = post_ops;
-          expect_near(c.run(), expected);
-          EXPECT_NE(c.description.find("B streamed"), std::string::npos) << c.description;
         }
       }
+    }
+  }
+  set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
+}
+
+// With AVX-512, a streaming MatMul takes its B packed as oneDNN's blocked MatMul of many rows
+// packs the same weight: in one store, the second of the two ops (either order) packs nothing,
+// and both give the reference's results. A streaming Gemm (transB, alpha 1) shares likewise.
+TEST(SmallOps, StreamingAndBlockedMatMulsShareOnePackingOfB) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "oneDNN packs B in its blocked layout on AVX-512 only";
+  uint32_t seed = 1200;
+  for (bool gemm : {false, true}) {
+    for (bool streaming_first : {true, false}) {
+      SCOPED_TRACE(std::string(gemm ? "Gemm" : "MatMul") +
+                   (streaming_first ? ", streaming first" : ", many rows first"));
+      const int64_t k = 320, n = 1024;
+      OwnedTensor b = gemm ? random_tensor({n, k}, seed++, -0.2, 0.2)
+                           : random_tensor({k, n}, seed++, -0.2, 0.2);
+      PackedConstants store;
+      auto op_of = [&](int64_t rows, uint32_t a_seed) {
+        Case c = gemm ? small_case("Gemm", {int_attr("transB", 1)}) : small_case("MatMul", {});
+        c.add(random_tensor({rows, k}, a_seed), false);
+        c.add(OwnedTensor::of(
+                  std::vector<int64_t>(b.tensor().sizes().begin(), b.tensor().sizes().end()),
+                  b.values<float>()),
+              true);
+        c.desc.packed = &store;
+        return c;
+      };
+      Case few = op_of(1, seed++), many = op_of(128, seed++);
+      Case* order[2] = {streaming_first ? &few : &many, streaming_first ? &many : &few};
+      for (int i = 0; i < 2; ++i) {
+        Case& c = *order[i];
+        auto op = c.create();
+        ASSERT_TRUE(op.ok()) << op.status();
+        EXPECT_EQ(store.num_packed(), 1u) << (*op)->describe();
+        OwnedTensor expected = zeros((*op)->outputs()[0].sizes);
+        kernels::GemmOptions options;
+        options.trans_b = gemm;
+        ASSERT_TRUE(gemm ? kernels::gemm(c.at(0), c.at(1), nullptr, expected.tensor(), options).ok()
+                         : kernels::matmul(c.at(0), c.at(1), expected.tensor()).ok());
+        expect_near(c.run(**op), expected);
+      }
+      EXPECT_NE(few.description.find("blocked B"), std::string::npos) << few.description;
+      EXPECT_EQ(many.description.find(kOwnLoops), std::string::npos) << many.description;
     }
   }
 }

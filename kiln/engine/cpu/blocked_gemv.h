@@ -1,0 +1,24 @@
+#pragma once
+
+#include <kiln/engine/cpu/dnnl_common.h>
+
+#include <cstdint>
+
+namespace kiln::engine::cpu::dnnl_impl {
+
+struct Epilogue;
+
+/// The layout oneDNN's blocked (brgemm) matmul gives a constant B [K, N] of f32 on AVX-512
+/// (format tag BA16a64b): blocks of 64 columns one after another, each of K' rows (K rounded up
+/// to 16) of 64 floats, padding zero. A streaming MatMul (a decoder's token) that takes its B in
+/// this layout shares the packing with a MatMul of many rows by the same weight (a prefill of
+/// the same model): one copy of the weights for both.
+dnnl::memory::desc blocked_b_md(int64_t k, int64_t n);
+
+/// C [M, N] (row stride ldc) = post-ops(A [M, K] (row stride lda) x B + biases) for M <= 4,
+/// with B in `blocked_b_md(k, n)`'s layout; the blocks of 64 columns split over `threads`
+/// threads. Each block's rows are read once, in order, for all M rows of A. K must be >= 1.
+void gemv_blocked(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t n,
+                  float* c, int64_t ldc, const Epilogue& e, int threads);
+
+}  // namespace kiln::engine::cpu::dnnl_impl
