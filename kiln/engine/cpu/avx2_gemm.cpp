@@ -125,6 +125,85 @@ template <bool kPrefetch>
   tile_rows<false>(rows, a, lda, b, kc, c, ldc, first, init, res, nullptr);
 }
 
+// AVX-512 (avx512_gemm): tiles of up to 12 rows by P = 1 or 2 panels, whose 24 vectors of sums
+// with two of B take 26 of the 32 zmm registers (A's values broadcast from memory into the
+// FMAs), over blocks of 256 of K: a pair of panels' block is 32 KiB, which stays in L1.
+constexpr int kWideRows = 12;
+constexpr int64_t kWideDepth = 256;
+
+#define KILN_WIDE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+// As `tile`, for R rows by P panels: `b` is the first panel's block, `b2` the second's; `init`
+// holds P x 16 starting sums.
+template <int R, int P>
+[[gnu::target("avx512f")]] inline void wide_tile(const float* a, int64_t lda, const float* b,
+                                                 const float* b2, int64_t kc, float* c, int64_t ldc,
+                                                 bool first, const float* init, const float* res) {
+  static_assert(R >= 1 && R <= kWideRows && (P == 1 || P == 2));
+  const __m512 init0 = _mm512_loadu_ps(init);
+  const __m512 init1 = P == 2 ? _mm512_loadu_ps(init + kPanel) : init0;
+#define KILN_WIDE_DECLARE(r)                                \
+  [[maybe_unused]] __m512 s##r##0 = init0, s##r##1 = init1; \
+  [[maybe_unused]] const float* a##r = a + std::min<int64_t>((r), R - 1) * lda;
+  KILN_WIDE_ROWS(KILN_WIDE_DECLARE)
+#undef KILN_WIDE_DECLARE
+  if (first && res != nullptr) {
+#define KILN_WIDE_ADD(r)                                                         \
+  if constexpr (R > (r)) {                                                       \
+    s##r##0 = _mm512_add_ps(s##r##0, _mm512_loadu_ps(res + (r)*ldc));            \
+    if constexpr (P == 2)                                                        \
+      s##r##1 = _mm512_add_ps(s##r##1, _mm512_loadu_ps(res + (r)*ldc + kPanel)); \
+  }
+    KILN_WIDE_ROWS(KILN_WIDE_ADD)
+#undef KILN_WIDE_ADD
+  }
+  if (!first) {
+#define KILN_WIDE_LOAD(r)                                                  \
+  if constexpr (R > (r)) {                                                 \
+    s##r##0 = _mm512_loadu_ps(c + (r)*ldc);                                \
+    if constexpr (P == 2) s##r##1 = _mm512_loadu_ps(c + (r)*ldc + kPanel); \
+  }
+    KILN_WIDE_ROWS(KILN_WIDE_LOAD)
+#undef KILN_WIDE_LOAD
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b + k * kPanel);
+    [[maybe_unused]] const __m512 b1 = P == 2 ? _mm512_loadu_ps(b2 + k * kPanel) : b0;
+#define KILN_WIDE_FMA(r)                                             \
+  if constexpr (R > (r)) {                                           \
+    const __m512 x = _mm512_set1_ps(a##r[k]);                        \
+    s##r##0 = _mm512_fmadd_ps(x, b0, s##r##0);                       \
+    if constexpr (P == 2) s##r##1 = _mm512_fmadd_ps(x, b1, s##r##1); \
+  }
+    KILN_WIDE_ROWS(KILN_WIDE_FMA)
+#undef KILN_WIDE_FMA
+  }
+#define KILN_WIDE_STORE(r)                                                 \
+  if constexpr (R > (r)) {                                                 \
+    _mm512_storeu_ps(c + (r)*ldc, s##r##0);                                \
+    if constexpr (P == 2) _mm512_storeu_ps(c + (r)*ldc + kPanel, s##r##1); \
+  }
+  KILN_WIDE_ROWS(KILN_WIDE_STORE)
+#undef KILN_WIDE_STORE
+}
+
+template <int P>
+[[gnu::target("avx512f")]] inline void wide_tile_rows(int rows, const float* a, int64_t lda,
+                                                      const float* b, const float* b2, int64_t kc,
+                                                      float* c, int64_t ldc, bool first,
+                                                      const float* init, const float* res) {
+  switch (rows) {
+#define KILN_WIDE_CASE(r) \
+  case (r) + 1:           \
+    return wide_tile<(r) + 1, P>(a, lda, b, b2, kc, c, ldc, first, init, res);
+    KILN_WIDE_ROWS(KILN_WIDE_CASE)
+#undef KILN_WIDE_CASE
+    default:
+      return;
+  }
+}
+
 // Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
 // columns [n0, n0 + width) of C, width <= 16; `ldc` is the residual's row stride. (The column
 // bias is where the sums started.) On the 16-float vectors of the other loops' epilogue
@@ -150,12 +229,16 @@ KILN_VECTOR_CLONES void finish_tile(float* t, int64_t ldt, int rows, int64_t wid
   }
 }
 
-// Rows [m_begin, m_end) and panels [p_begin, p_end) of C.
+// Rows [m_begin, m_end) and panels [p_begin, p_end) of C. kWide: AVX-512's tiles (two full
+// panels at a time where there are two), else AVX2's.
+template <bool kWide>
 [[gnu::target("avx2,fma")]] void gemm_part(const float* a, int64_t lda, int64_t m_begin,
                                            int64_t m_end, int64_t k_count, const float* panels,
                                            int64_t p_begin, int64_t p_end, int64_t n_count,
                                            float* c, int64_t ldc, const Epilogue& e) {
-  alignas(32) float edge[kRows * kPanel];
+  constexpr int kTileRows = kWide ? kWideRows : kRows;
+  constexpr int64_t kBlockDepth = kWide ? kWideDepth : kDepth;
+  alignas(64) float edge[kTileRows * kPanel];
   const bool finish = e.row_bias != nullptr || e.num_ops > 0;
   // A first post-op AddResidual (x + bias + residual) is where full panels' sums start too;
   // `rest` is what is left after it.
@@ -164,29 +247,46 @@ KILN_VECTOR_CLONES void finish_tile(float* t, int64_t ldt, int rows, int64_t wid
   Epilogue rest = e;
   if (residual_first) ++rest.ops, --rest.num_ops;
   const bool finish_rest = residual_first ? rest.num_ops > 0 : finish;
-  for (int64_t k0 = 0; k0 < k_count; k0 += kDepth) {
-    const int64_t kc = std::min(kDepth, k_count - k0);
+  for (int64_t k0 = 0; k0 < k_count; k0 += kBlockDepth) {
+    const int64_t kc = std::min(kBlockDepth, k_count - k0);
     const bool first = k0 == 0, last = k0 + kc == k_count;
     const int64_t chunk = m_end - m_begin <= kOneChunk ? m_end - m_begin : kChunkRows;
     for (int64_t mc = m_begin; mc < m_end; mc += chunk) {
       const int64_t mc_end = std::min(mc + chunk, m_end);
-      for (int64_t p = p_begin; p < p_end; ++p) {
+      for (int64_t p = p_begin; p < p_end;) {
         const float* b = panels + (p * k_count + k0) * kPanel;
-        const float* next_b = p + 1 < p_end ? b + k_count * kPanel : nullptr;
         const int64_t n0 = p * kPanel;
         const int64_t width = std::min(kPanel, n_count - n0);
-        float bias[kPanel] = {};
+        // Two full panels side by side (AVX-512 only).
+        const bool pair = kWide && p + 1 < p_end && n0 + 2 * kPanel <= n_count;
+        const int64_t span = pair ? 2 * kPanel : kPanel;
+        const float* next_b = !kWide && p + 1 < p_end ? b + k_count * kPanel : nullptr;
+        float bias[2 * kPanel] = {};
         if (e.col_bias != nullptr) {
-          std::memcpy(bias, e.col_bias + n0, sizeof(float) * static_cast<size_t>(width));
+          std::memcpy(bias, e.col_bias + n0,
+                      sizeof(float) * static_cast<size_t>(pair ? span : width));
         }
-        for (int64_t m = mc; m < mc_end; m += kRows) {
-          const int rows = static_cast<int>(std::min<int64_t>(kRows, mc_end - m));
-          const float* next = m == mc ? next_b : nullptr;
+        for (int64_t m = mc; m < mc_end; m += kTileRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kTileRows, mc_end - m));
           float* out = c + m * ldc + n0;
-          if (width == kPanel) {
+          const float* a_block = a + m * lda + k0;
+          if (pair || width == kPanel) {
             const float* res = residual_first ? e.residual + m * ldc + n0 : nullptr;
-            tile_rows(rows, a + m * lda + k0, lda, b, kc, out, ldc, first, bias, res, next);
-            if (last && finish_rest) finish_tile(out, ldc, rows, width, m, n0, ldc, rest);
+            if constexpr (kWide) {
+              if (pair) {
+                wide_tile_rows<2>(rows, a_block, lda, b, b + k_count * kPanel, kc, out, ldc, first,
+                                  bias, res);
+              } else {
+                wide_tile_rows<1>(rows, a_block, lda, b, nullptr, kc, out, ldc, first, bias, res);
+              }
+            } else {
+              tile_rows(rows, a_block, lda, b, kc, out, ldc, first, bias, res,
+                        m == mc ? next_b : nullptr);
+            }
+            if (last && finish_rest) {
+              finish_tile(out, ldc, rows, kPanel, m, n0, ldc, rest);
+              if (pair) finish_tile(out + kPanel, ldc, rows, kPanel, m, n0 + kPanel, ldc, rest);
+            }
             continue;
           }
           // The last panel's columns past N: sums in `edge`, then only the columns there are.
@@ -194,12 +294,49 @@ KILN_VECTOR_CLONES void finish_tile(float* t, int64_t ldt, int rows, int64_t wid
           if (!first) {
             for (int r = 0; r < rows; ++r) std::memcpy(edge + r * kPanel, out + r * ldc, bytes);
           }
-          tile_rows(rows, a + m * lda + k0, lda, b, kc, edge, kPanel, first, bias, nullptr, next);
+          if constexpr (kWide) {
+            wide_tile_rows<1>(rows, a_block, lda, b, nullptr, kc, edge, kPanel, first, bias,
+                              nullptr);
+          } else {
+            tile_rows(rows, a_block, lda, b, kc, edge, kPanel, first, bias, nullptr,
+                      m == mc ? next_b : nullptr);
+          }
           if (last && finish) finish_tile(edge, kPanel, rows, width, m, n0, ldc, e);
           for (int r = 0; r < rows; ++r) std::memcpy(out + r * ldc, edge + r * kPanel, bytes);
         }
+        p += pair ? 2 : 1;
       }
     }
+  }
+}
+
+// avx2_gemm and avx512_gemm: the parts of C over `threads` threads.
+template <bool kWide>
+void gemm_threads(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
+                  float* c, int64_t ldc, const Epilogue& e, int threads) {
+  constexpr int64_t kTileRows = kWide ? kWideRows : kRows;
+  const int64_t num_panels = (n + kPanel - 1) / kPanel;
+  // Columns first (each thread reads its own panels of B); rows too when a thread would get
+  // fewer than kMinColumns columns.
+  const int64_t by_columns = std::clamp<int64_t>(num_panels * kPanel / kMinColumns, 1, threads);
+  const int64_t by_rows =
+      std::clamp<int64_t>(threads / by_columns, 1, (m + kTileRows - 1) / kTileRows);
+  const int parts = static_cast<int>(by_columns * by_rows);
+  if (parts <= 1) {
+    gemm_part<kWide>(a, lda, 0, m, k, panels, 0, num_panels, n, c, ldc, e);
+    return;
+  }
+  const int64_t row_blocks = (m + kTileRows - 1) / kTileRows;
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int t = 0; t < parts; ++t) {
+    const int64_t i = t / by_columns, j = t % by_columns;
+    const int64_t m_begin = std::min(m, row_blocks * i / by_rows * kTileRows);
+    const int64_t m_end = std::min(m, row_blocks * (i + 1) / by_rows * kTileRows);
+    // Column splits on pairs of panels, so that AVX-512's tiles stay whole.
+    const int64_t pairs = (num_panels + 1) / 2;
+    const int64_t p_begin = std::min(num_panels, pairs * j / by_columns * 2);
+    const int64_t p_end = std::min(num_panels, pairs * (j + 1) / by_columns * 2);
+    gemm_part<kWide>(a, lda, m_begin, m_end, k, panels, p_begin, p_end, n, c, ldc, e);
   }
 }
 
@@ -214,28 +351,23 @@ bool cpu_has_avx2_fma() {
 #endif
 }
 
+bool cpu_has_avx512f() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
 void avx2_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
                float* c, int64_t ldc, const Epilogue& e, int threads) {
-  const int64_t num_panels = (n + kPanel - 1) / kPanel;
-  // Columns first (each thread reads its own panels of B); rows too when a thread would get
-  // fewer than kMinColumns columns.
-  const int64_t by_columns = std::clamp<int64_t>(num_panels * kPanel / kMinColumns, 1, threads);
-  const int64_t by_rows = std::clamp<int64_t>(threads / by_columns, 1, (m + kRows - 1) / kRows);
-  const int parts = static_cast<int>(by_columns * by_rows);
-  if (parts <= 1) {
-    gemm_part(a, lda, 0, m, k, panels, 0, num_panels, n, c, ldc, e);
-    return;
-  }
-  const int64_t row_blocks = (m + kRows - 1) / kRows;
-#pragma omp parallel for num_threads(parts) schedule(static)
-  for (int t = 0; t < parts; ++t) {
-    const int64_t i = t / by_columns, j = t % by_columns;
-    const int64_t m_begin = std::min(m, row_blocks * i / by_rows * kRows);
-    const int64_t m_end = std::min(m, row_blocks * (i + 1) / by_rows * kRows);
-    const int64_t p_begin = num_panels * j / by_columns;
-    const int64_t p_end = num_panels * (j + 1) / by_columns;
-    gemm_part(a, lda, m_begin, m_end, k, panels, p_begin, p_end, n, c, ldc, e);
-  }
+  gemm_threads<false>(a, lda, m, k, panels, n, c, ldc, e, threads);
+}
+
+void avx512_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
+                 float* c, int64_t ldc, const Epilogue& e, int threads) {
+  gemm_threads<true>(a, lda, m, k, panels, n, c, ldc, e, threads);
 }
 
 }  // namespace kiln::engine::cpu::dnnl_impl

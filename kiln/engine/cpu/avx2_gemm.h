@@ -19,4 +19,14 @@ bool cpu_has_avx2_fma();
 void avx2_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
                float* c, int64_t ldc, const Epilogue& e, int threads);
 
+/// Whether this CPU has AVX-512F, which `avx512_gemm` needs.
+bool cpu_has_avx512f();
+
+/// `avx2_gemm` on AVX-512 (`cpu_has_avx512f` must hold): the same panels, arguments and
+/// results, in tiles of 12 rows by two panels over blocks of 256 of K. For shape-generic plans
+/// (`RuntimeMatMul`), whose oneDNN matmul of run-time rows (gemm:jit) generates its kernel set
+/// at a process's first call: 30-50 ms of a load.
+void avx512_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
+                 float* c, int64_t ldc, const Epilogue& e, int threads);
+
 }  // namespace kiln::engine::cpu::dnnl_impl

@@ -151,17 +151,22 @@ bool gelu_post_op_fast();
 /// AVX-512, where oneDNN 2.6 has no blocked matmul (its gemm:jit repacks B at every call, at about
 /// half the FMA peak). With AVX-512, oneDNN's brgemm kernels are the faster ones.
 bool avx2_own_gemm();
+/// Whether a shape-generic plan's MatMuls by a constant B (`RuntimeMatMul`) run on kiln's
+/// AVX-512 MatMul (`avx512_gemm`, where the CPU has AVX-512): oneDNN's matmul of run-time rows
+/// there is gemm:jit, whose kernel set is generated at a process's first call (30-50 ms of a
+/// shape-generic load), while kiln's loops are compiled ahead of time.
+bool avx512_own_runtime_gemm();
 /// Whether a MatMul or Gemm of a few rows streaming a large constant B (a decoder's token)
 /// reads B in oneDNN's blocked layout (`blocked_b_md`, which oneDNN's blocked matmul packs on
 /// AVX-512), so that it and a MatMul of many rows by the same weight (a prefill of the same
 /// model) share one packing: GPT-large's prefill and decode held two copies of their 88 MiB of
 /// packed weights before. False (no AVX-512): kiln's panels, which kiln's AVX2 MatMul packs.
 bool streaming_b_blocked();
-/// Whether this CPU has AVX-512 as oneDNN may use it: the four choices above follow it, not
+/// Whether this CPU has AVX-512 as oneDNN may use it: the five choices above follow it, not
 /// the CPU alone, so with ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU kernel selection plans as
 /// on an AVX2 CPU (how those plans are tested there). `set_avx512_for_testing` never changes it.
 bool cpu_has_avx512();
-/// Tests: the four choices are made as if the CPU had AVX-512 (`has`) until called again
+/// Tests: the five choices are made as if the CPU had AVX-512 (`has`) until called again
 /// (nullopt: the CPU decides).
 void set_avx512_for_testing(std::optional<bool> has);
 

@@ -46,6 +46,8 @@ bool gelu_post_op_fast() { return has_avx512(); }
 
 bool streaming_b_blocked() { return has_avx512(); }
 
+bool avx512_own_runtime_gemm() { return has_avx512() && dnnl_impl::cpu_has_avx512f(); }
+
 bool avx2_own_gemm() {
   return !has_avx512() && dnnl_impl::cpu_has_avx2_fma() && dnnl_allows(dnnl_cpu_isa_avx2);
 }

@@ -1,8 +1,10 @@
 // RuntimeMatMul: MatMuls on oneDNN matmul primitives whose dims are DNNL_RUNTIME_DIM_VAL, so
-// every shape runs on the same primitive (shape-generic plans). A constant B on a CPU without
-// AVX-512 runs on kiln's AVX2 loops instead (avx2_gemm.cpp), which take any number of rows as
-// they come: oneDNN's run-time-dimension matmul there is its gemm:jit, which repacks B at
-// every call.
+// every shape runs on the same primitive (shape-generic plans). A constant B runs on kiln's
+// loops instead (avx2_gemm.cpp: AVX2 tiles, or AVX-512 ones where the CPU has it), which take
+// any number of rows as they come: oneDNN's run-time-dimension matmul is its gemm:jit, which
+// repacks B at every call and generates its kernel set at a process's first call (30-50 ms).
+// A B computed at run time (attention's products) takes the same loops, each batch's B packed
+// into panels at the call, so that a shape-generic plan calls no gemm:jit at all.
 
 #include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/dnnl_common.h>
@@ -68,6 +70,11 @@ class RuntimeMatMulImpl {
   const float* panels = nullptr;
   std::vector<float> own_panels, bias_values;
   std::vector<PostOp> post_ops;
+  bool wide = false;  ///< On `avx512_gemm` (`avx512_own_runtime_gemm`), else `avx2_gemm`.
+  /// B at run time on kiln's loops (`wide` as above): one buffer of panels per thread, grown
+  /// to the largest B seen (a shape seen before allocates nothing).
+  bool own_batched = false;
+  std::vector<std::vector<float>> b_panels;
 };
 
 RuntimeMatMul::RuntimeMatMul(std::unique_ptr<RuntimeMatMulImpl> impl) : impl_(std::move(impl)) {}
@@ -95,7 +102,8 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
   const bool has_bias = desc.inputs.size() > 2 && input_present(desc, 2);
   const Tensor* constant_bias = has_bias ? input_constant(desc, 2) : nullptr;
   // (A bias that is not N constant values gets its error below.)
-  if (avx2_own_gemm() && all_float(desc) && supported_post_ops(desc, true) &&
+  const bool wide = avx512_own_runtime_gemm();
+  if ((avx2_own_gemm() || wide) && all_float(desc) && supported_post_ops(desc, true) &&
       (!has_bias || (constant_bias != nullptr && constant_bias->numel() == impl.n))) {
     if (has_bias) {
       KILN_ASSIGN_OR_RETURN(impl.bias_values, column_bias(desc, 2, impl.n, 1.0f));
@@ -103,7 +111,11 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
     KILN_ASSIGN_OR_RETURN(impl.panels,
                           pack_matmul_panels(desc, 1, impl.k, impl.n, false, 1.0, impl.own_panels));
     impl.post_ops = desc.post_ops;
-    impl.describe = "kiln AVX2 MatMul (run-time rows; 6 x 16 tiles over B's panels, packed once)";
+    impl.wide = wide;
+    impl.describe = wide ? "kiln AVX-512 MatMul (run-time rows; 12 x 32 tiles over B's panels, "
+                           "packed once)"
+                         : "kiln AVX2 MatMul (run-time rows; 6 x 16 tiles over B's panels, "
+                           "packed once)";
     return Status();
   }
   const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
@@ -162,6 +174,13 @@ Status create_runtime_b(const OpDesc& desc, RuntimeMatMulImpl& impl) {
                  "a run-time-shape MatMul of two computed inputs takes no bias or post-ops");
   }
   impl.constant_b = false;
+  impl.wide = avx512_own_runtime_gemm();
+  if (impl.wide || avx2_own_gemm()) {
+    impl.own_batched = true;
+    impl.describe = std::string("kiln ") + (impl.wide ? "AVX-512" : "AVX2") +
+                    " MatMul (run-time shapes; each batch's B packed into panels)";
+    return Status();
+  }
   impl.describe = "oneDNN matmul (run-time shapes; primitive per rank, made on first use)";
   return Status();
 }
@@ -218,6 +237,33 @@ Result<dnnl::matmul*> primitive_for(RuntimeMatMulImpl& impl, size_t rank, bool o
   return &*slot;
 }
 
+// C = A x B for each of `batch` matrices A [m, k], B [k, n], C [m, n] stored one after another,
+// on kiln's loops: each B packed into panels, then `avx512_gemm` or `avx2_gemm`. With at least
+// as many batches as threads, each thread takes whole batches; else the batches go one at a
+// time over all threads.
+void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float* c, int64_t batch,
+                 int64_t m, int64_t k, int64_t n, int threads) {
+  using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
+  const size_t floats = panel_floats(k, n);
+  const int teams = batch >= threads ? threads : 1;
+  if (impl.b_panels.size() < static_cast<size_t>(teams)) impl.b_panels.resize(teams);
+  for (int t = 0; t < teams; ++t) {
+    if (impl.b_panels[t].size() < floats) impl.b_panels[t].resize(floats);
+  }
+  const Epilogue none;
+  auto gemm = impl.wide ? avx512_gemm : avx2_gemm;
+  auto one = [&](int64_t i, float* panels, int gemm_threads) {
+    pack_panels(b + i * k * n, n, 1, k, n, 1.0f, panels);
+    gemm(a + i * m * k, k, m, k, panels, n, c + i * m * n, n, none, gemm_threads);
+  };
+  if (teams == 1) {
+    for (int64_t i = 0; i < batch; ++i) one(i, impl.b_panels[0].data(), threads);
+    return;
+  }
+#pragma omp parallel for num_threads(teams) schedule(static)
+  for (int64_t i = 0; i < batch; ++i) one(i, impl.b_panels[omp_get_thread_num()].data(), 1);
+}
+
 }  // namespace
 
 Result<std::vector<int64_t>> RuntimeMatMul::output_sizes(runtime::Span<const int64_t> a,
@@ -272,15 +318,25 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   int64_t k = a_dims.back();
   double macs = static_cast<double>(out.numel()) * static_cast<double>(k);
   const bool one_thread = macs < kMinParallelMacs || impl_->num_threads == 1;
+  if (impl_->own_batched) {
+    const size_t rank = a_dims.size();
+    const int64_t m = a_dims[rank - 2], n = b_dims[rank - 1];
+    const int threads =
+        one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads());
+    own_batched(*impl_, a.data_ptr<float>(), b->data_ptr<float>(), out.mutable_data_ptr<float>(),
+                out.numel() / (m * n), m, k, n, threads);
+    return Status();
+  }
   if (impl_->panels != nullptr) {
     Epilogue e;
     e.col_bias = impl_->bias_values.empty() ? nullptr : impl_->bias_values.data();
     e.ops = impl_->post_ops.data();
     e.num_ops = impl_->post_ops.size();
-    avx2_gemm(
-        a.data_ptr<float>(), k, a_dims[0], k, impl_->panels, impl_->n,
-        out.mutable_data_ptr<float>(), impl_->n, e,
-        one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads()));
+    const int threads =
+        one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads());
+    (impl_->wide ? avx512_gemm : avx2_gemm)(a.data_ptr<float>(), k, a_dims[0], k, impl_->panels,
+                                            impl_->n, out.mutable_data_ptr<float>(), impl_->n, e,
+                                            threads);
     return Status();
   }
   KILN_ASSIGN_OR_RETURN(dnnl::matmul * primitive,

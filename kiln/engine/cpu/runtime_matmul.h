@@ -18,7 +18,8 @@ class RuntimeMatMulImpl;
 ///   post-ops; the rows of A are the run-time dimension. B is read in place when the primitive
 ///   takes it plain (oneDNN's run-time-dimension matmul does on x86-64), else packed once
 ///   through `OpDesc::packed`. Where kernel selection takes kiln's AVX2 MatMul
-///   (`avx2_own_gemm`: no AVX-512), it runs there instead, B packed once into its panels.
+///   (`avx2_own_gemm`: no AVX-512) or its AVX-512 one (`avx512_own_runtime_gemm`), it runs
+///   there instead, B packed once into its panels.
 /// - B computed at run time (attention's products): A and B of one rank r >= 2, every dim at
 ///   run time. A call whose batch dims differ (broadcasting) runs on the reference kernel.
 ///

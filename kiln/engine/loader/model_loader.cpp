@@ -261,9 +261,10 @@ namespace {
 // a decoder's 1-4 rows too; 22: shape-generic element-wise ops on kiln's loops; 23: Convs to one
 // block of output channels over large images direct, not Winograd; Concats of blocked pieces
 // in the pieces' layout; 24: ConvTransposes of few values a pixel on kiln's loops; 25: a
-// decoder's streaming MatMuls read B as oneDNN's blocked MatMul packs it, on AVX-512), so that
-// entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 25";
+// decoder's streaming MatMuls read B as oneDNN's blocked MatMul packs it, on AVX-512; 26:
+// shape-generic MatMuls on kiln's AVX-512 loops), so that entries of older plans are not
+// adopted.
+constexpr char kEngineVersion[] = "kiln-engine 26";
 
 struct StaticFunction {
   std::string name;

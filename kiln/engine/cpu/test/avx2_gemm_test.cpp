@@ -4,6 +4,8 @@
 // kernel selection takes it (a CPU without AVX-512).
 
 #include <kiln/engine/cpu/avx2_gemm.h>
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/test/op_case.h>
 #include <kiln/kernels/kernels.h>
 
@@ -83,6 +85,51 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
         Case c = matmul_case(s.rows, s.k, s.n, bias, post_op_sets[p], threads, seed, expected);
         expect_near(c.run(), expected);
         EXPECT_NE(c.description.find(kAvx2), std::string::npos) << c.description;
+      }
+    }
+  }
+}
+
+// kiln's AVX-512 MatMul (avx512_gemm), called directly on B's panels: tiles of every height
+// to 12, pairs of panels and a last single or cut one, blocks of K after the first, the
+// threads' splits, biases, post-ops and a residual, against the reference.
+TEST(Avx2Gemm, Avx512TilesMatchReference) {
+  if (!dnnl_impl::cpu_has_avx512f()) GTEST_SKIP() << "the CPU lacks AVX-512";
+  struct Shape {
+    int64_t rows, k, n;
+  };
+  const std::vector<Shape> shapes = {{1, 300, 40},  {3, 257, 17},   {12, 64, 512}, {13, 1, 1},
+                                     {11, 7, 48},   {24, 256, 33},  {25, 513, 64}, {96, 64, 100},
+                                     {97, 300, 80}, {200, 600, 70}, {128, 40, 700}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Gelu}},
+      {{PostOpKind::AddResidual}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}}};
+  uint32_t seed = 9700;
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2, 3}) {
+      for (size_t p = 0; p < post_op_sets.size(); ++p) {
+        const bool bias = (p + static_cast<size_t>(threads)) % 2 == 0;
+        SCOPED_TRACE(std::to_string(s.rows) + " x " + std::to_string(s.k) + " x " +
+                     std::to_string(s.n) + (bias ? " bias" : "") + post_ops_name(post_op_sets[p]) +
+                     " threads " + std::to_string(threads));
+        OwnedTensor expected = zeros({0});
+        Case c = matmul_case(s.rows, s.k, s.n, bias, post_op_sets[p], threads, seed, expected);
+        std::vector<float> panels(dnnl_impl::panel_floats(s.k, s.n));
+        dnnl_impl::pack_panels(c.at(1).data_ptr<float>(), s.n, 1, s.k, s.n, 1.0f, panels.data());
+        dnnl_impl::Epilogue e;
+        e.col_bias = bias ? c.at(2).data_ptr<float>() : nullptr;
+        e.ops = post_op_sets[p].data();
+        e.num_ops = post_op_sets[p].size();
+        if (!post_op_sets[p].empty() && post_op_sets[p][0].kind == PostOpKind::AddResidual) {
+          e.residual = c.inputs.back()->tensor().data_ptr<float>();
+        }
+        OwnedTensor out = zeros({s.rows, s.n});
+        dnnl_impl::avx512_gemm(c.at(0).data_ptr<float>(), s.k, s.rows, s.k, panels.data(), s.n,
+                               out.tensor().mutable_data_ptr<float>(), s.n, e, threads);
+        expect_near(out, expected);
       }
     }
   }

@@ -119,9 +119,10 @@ TEST(RuntimeMatMul, TwoComputedInputsMatchReferenceWithEqualAndBroadcastBatches)
   }
 }
 
-// Attention's products as a shape-generic plan runs them, on 1 and 2 threads, over shapes
-// with row and column tails, one batch and many, a larger B then a smaller one: one primitive
-// per rank serves them all.
+// Attention's products as a shape-generic plan runs them (kiln's AVX-512 or AVX2 loops as
+// kernel selection takes them, else oneDNN), on 1 and 2 threads (whole batches a thread, or one
+// batch over both), over shapes with row and column tails, one batch and many, a larger B then
+// a smaller one (the panel buffers are reused).
 TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
   struct Shapes {
     std::vector<int64_t> a, b;
@@ -134,23 +135,30 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
                                       {{5, 1, 3}, {5, 3, 1}},
                                       {{2, 9, 16}, {2, 16, 48}}};
   uint32_t seed = 70;
-  for (int threads : {1, 2}) {
-    Case c("MatMul", {});
-    c.desc.num_threads = threads;
-    c.add(random_tensor({1, 1}, 1), false);
-    c.add(random_tensor({1, 1}, 2), false);
-    auto op = RuntimeMatMul::create(c.desc);
-    ASSERT_TRUE(op.ok()) << op.status();
-    EXPECT_THAT((*op)->describe(), HasSubstr("run-time shapes"));
-    for (const Shapes& s : shapes) {
-      SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b) +
-                   " threads " + std::to_string(threads));
-      OwnedTensor a = random_tensor(s.a, seed++);
-      OwnedTensor b = random_tensor(s.b, seed++);
-      OwnedTensor out = run(**op, a.tensor(), &b.tensor());
-      expect_near(out, reference(a.tensor(), b.tensor(), nullptr, {}));
+  for (bool avx512 : {true, false}) {
+    set_avx512_for_testing(avx512);
+    for (int threads : {1, 2}) {
+      Case c("MatMul", {});
+      c.desc.num_threads = threads;
+      c.add(random_tensor({1, 1}, 1), false);
+      c.add(random_tensor({1, 1}, 2), false);
+      auto op = RuntimeMatMul::create(c.desc);
+      ASSERT_TRUE(op.ok()) << op.status();
+      EXPECT_THAT((*op)->describe(), HasSubstr("run-time shapes"));
+      EXPECT_EQ((*op)->describe().find("kiln AVX-512") != std::string::npos,
+                avx512_own_runtime_gemm())
+          << (*op)->describe();
+      for (const Shapes& s : shapes) {
+        SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b) +
+                     " threads " + std::to_string(threads) + (avx512 ? " AVX-512" : " AVX2"));
+        OwnedTensor a = random_tensor(s.a, seed++);
+        OwnedTensor b = random_tensor(s.b, seed++);
+        OwnedTensor out = run(**op, a.tensor(), &b.tensor());
+        expect_near(out, reference(a.tensor(), b.tensor(), nullptr, {}));
+      }
     }
   }
+  set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
 }
 
 TEST(RuntimeMatMul, ErrorsNameTheShapesAndWhatIsNotSupported) {
