@@ -549,7 +549,8 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
     note_threads(desc.num_threads);
     step.inputs = node.inputs;
     step.outputs = node.outputs;
-    step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {}, (*op)->describe()};
+    step.placement =
+        PlacementEntry{node.name, node.op, "cpu:" + (*op)->provider(), {}, (*op)->describe()};
     return op;
   }
   std::optional<FusionGroup> group;
@@ -591,7 +592,8 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
   KILN_RETURN_IF_ERROR((*op)->warm_up().with_context("specialize node '" + node.name + "'"));
   step.inputs = inputs;
   step.outputs = {group ? group->output : node.outputs[0]};
-  step.placement = PlacementEntry{node.name, node.op, "cpu:onednn", {}, (*op)->describe()};
+  step.placement =
+      PlacementEntry{node.name, node.op, "cpu:" + (*op)->provider(), {}, (*op)->describe()};
   if (group) {
     for (size_t a : group->absorbed) {
       absorbed_[a] = true;

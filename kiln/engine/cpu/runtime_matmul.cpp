@@ -371,4 +371,8 @@ Status RuntimeMatMul::warm_up() {
 
 std::string RuntimeMatMul::describe() const { return impl_->describe; }
 
+std::string RuntimeMatMul::provider() const {
+  return impl_->panels != nullptr || impl_->own_batched ? "kiln" : "onednn";
+}
+
 }  // namespace kiln::engine::cpu

@@ -61,6 +61,8 @@ class RuntimeMatMul {
 
   /// The implementation, e.g. "oneDNN gemm:jit (run-time rows) wei:ab".
   std::string describe() const;
+  /// Whose kernels run it: "kiln" (its AVX2 or AVX-512 loops) or "onednn".
+  std::string provider() const;
 
  private:
   explicit RuntimeMatMul(std::unique_ptr<RuntimeMatMulImpl> impl);

@@ -148,6 +148,7 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
       EXPECT_EQ((*op)->describe().find("kiln AVX-512") != std::string::npos,
                 avx512_own_runtime_gemm())
           << (*op)->describe();
+      EXPECT_EQ((*op)->provider(), (*op)->describe().rfind("kiln", 0) == 0 ? "kiln" : "onednn");
       for (const Shapes& s : shapes) {
         SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b) +
                      " threads " + std::to_string(threads) + (avx512 ? " AVX-512" : " AVX2"));
