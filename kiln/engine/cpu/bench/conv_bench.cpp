@@ -8,6 +8,7 @@
 //   kiln_cpu_bench --benchmark_min_time=0.2
 
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/runtime_matmul.h>
 #include <kiln/kernels/nn_conv_ops.h>
 
 #include <benchmark/benchmark.h>
@@ -201,7 +202,8 @@ void BM_DnnlConv(benchmark::State& state) {
 // MatMul layers of the GPT benchmark models (prefill at 128 tokens; gpt: d = 128, vocab 1000;
 // gpt_large: d = 512, vocab 8192) with constant weights, at one thread. The second argument:
 // 0, kernel selection as the CPU decides; 1, as on a CPU without AVX-512 (kiln's AVX2 MatMul;
-// run with ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN's choice there, mode 0).
+// run with ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN's choice there, mode 0); 2, the op of a
+// shape-generic plan (`RuntimeMatMul`: rows known at run time only).
 struct MatMulLayer {
   const char* name;
   int64_t m, k, n;
@@ -216,6 +218,16 @@ const MatMulLayer kMatMuls[] = {
     {"gpt_large fc2 128x2048x512", 128, 2048, 512},
     {"gpt_large head 128x512x8192", 128, 512, 8192},
 };
+
+// Rates of layer `l` and its label: the layer's name, then `rest` (" | " and the op).
+void matmul_counters(benchmark::State& state, const MatMulLayer& l, const std::string& rest) {
+  double flops = 2.0 * static_cast<double>(l.m * l.k * l.n);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["%peak"] = benchmark::Counter(flops * 1e-9 / peak_gflops() * 100.0,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(l.name) + rest);
+}
 
 void BM_DnnlMatMul(benchmark::State& state) {
   const MatMulLayer& l = kMatMuls[state.range(0)];
@@ -234,6 +246,18 @@ void BM_DnnlMatMul(benchmark::State& state) {
   desc.constants = {nullptr, &bt};
   desc.num_threads = 1;
   const bool as_avx2 = state.range(1) == 1;
+  if (state.range(1) == 2) {
+    auto generic = kiln::engine::cpu::RuntimeMatMul::create(desc);
+    if (!generic.ok()) {
+      state.SkipWithError(generic.status().message().c_str());
+      return;
+    }
+    for (auto _ : state) {
+      if (!(*generic)->run(at, nullptr, ct).ok()) state.SkipWithError("run failed");
+    }
+    matmul_counters(state, l, " shape-generic | " + (*generic)->describe());
+    return;
+  }
   if (as_avx2) kiln::engine::cpu::set_avx512_for_testing(false);
   auto op = CpuOp::create(desc);
   kiln::engine::cpu::set_avx512_for_testing(std::nullopt);
@@ -246,12 +270,7 @@ void BM_DnnlMatMul(benchmark::State& state) {
   for (auto _ : state) {
     if (!(*op)->run(inputs, outputs).ok()) state.SkipWithError("run failed");
   }
-  double flops = 2.0 * static_cast<double>(l.m * l.k * l.n);
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["%peak"] = benchmark::Counter(flops * 1e-9 / peak_gflops() * 100.0,
-                                               benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(l.name) + (as_avx2 ? " as AVX2 | " : " | ") + (*op)->describe());
+  matmul_counters(state, l, (as_avx2 ? " as AVX2 | " : " | ") + (*op)->describe());
 }
 
 void BM_ReferenceConv(benchmark::State& state) {
@@ -286,7 +305,7 @@ BENCHMARK(BM_DnnlConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, 
 BENCHMARK(BM_ReferenceConv)->Apply([](benchmark::internal::Benchmark* b) { layers(b, false); });
 BENCHMARK(BM_DnnlMatMul)
     ->ArgsProduct({benchmark::CreateDenseRange(0, static_cast<int64_t>(std::size(kMatMuls)) - 1, 1),
-                   {0, 1}})
+                   {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
