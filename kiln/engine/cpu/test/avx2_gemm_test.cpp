@@ -52,12 +52,34 @@ Case matmul_case(int64_t rows, int64_t k, int64_t n, bool bias, const std::vecto
   return c;
 }
 
+struct Shape {
+  int64_t rows, k, n;
+};
+
+// Calls `check(case, expected, shape)` for every shape, 1-3 threads and every post-op set, a
+// bias on every other one, seeds from `seed`.
+template <typename Check>
+void for_each_case(const std::vector<Shape>& shapes,
+                   const std::vector<std::vector<PostOp>>& post_op_sets, uint32_t seed,
+                   Check check) {
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2, 3}) {
+      for (size_t p = 0; p < post_op_sets.size(); ++p) {
+        const bool bias = (p + static_cast<size_t>(threads)) % 2 == 0;
+        SCOPED_TRACE(std::to_string(s.rows) + " x " + std::to_string(s.k) + " x " +
+                     std::to_string(s.n) + (bias ? " bias" : "") + post_ops_name(post_op_sets[p]) +
+                     " threads " + std::to_string(threads));
+        OwnedTensor expected = zeros({0});
+        Case c = matmul_case(s.rows, s.k, s.n, bias, post_op_sets[p], threads, seed, expected);
+        check(c, expected, s);
+      }
+    }
+  }
+}
+
 TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
   if (!dnnl_impl::cpu_has_avx2_fma()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
   AsOnAvx2 avx2;
-  struct Shape {
-    int64_t rows, k, n;
-  };
   // Rows: a decoder's 1-4, every tile height at the end, a chunk of 96 and past it; K: one
   // block, a block and one, several; N: under a panel, a panel, a panel and one, many.
   const std::vector<Shape> shapes = {{1, 300, 40},  {3, 513, 17},  {4, 64, 512},   {5, 1, 1},
@@ -73,21 +95,10 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
       {{PostOpKind::Sigmoid}, {PostOpKind::Linear, 2.0f, 0.5f}},
       {{PostOpKind::Tanh}},
       {{PostOpKind::Swish}}};
-  uint32_t seed = 9400;
-  for (const Shape& s : shapes) {
-    for (int threads : {1, 2, 3}) {
-      for (size_t p = 0; p < post_op_sets.size(); ++p) {
-        const bool bias = (p + static_cast<size_t>(threads)) % 2 == 0;
-        SCOPED_TRACE(std::to_string(s.rows) + " x " + std::to_string(s.k) + " x " +
-                     std::to_string(s.n) + (bias ? " bias" : "") + post_ops_name(post_op_sets[p]) +
-                     " threads " + std::to_string(threads));
-        OwnedTensor expected = zeros({0});
-        Case c = matmul_case(s.rows, s.k, s.n, bias, post_op_sets[p], threads, seed, expected);
-        expect_near(c.run(), expected);
-        EXPECT_NE(c.description.find(kAvx2), std::string::npos) << c.description;
-      }
-    }
-  }
+  for_each_case(shapes, post_op_sets, 9400, [](Case& c, const OwnedTensor& expected, const Shape&) {
+    expect_near(c.run(), expected);
+    EXPECT_NE(c.description.find(kAvx2), std::string::npos) << c.description;
+  });
 }
 
 // kiln's AVX-512 MatMul (avx512_gemm), called directly on B's panels: tiles of every height
@@ -95,9 +106,6 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
 // threads' splits, biases, post-ops and a residual, against the reference.
 TEST(Avx2Gemm, Avx512TilesMatchReference) {
   if (!dnnl_impl::cpu_has_avx512f()) GTEST_SKIP() << "the CPU lacks AVX-512";
-  struct Shape {
-    int64_t rows, k, n;
-  };
   const std::vector<Shape> shapes = {{1, 300, 40},  {3, 257, 17},   {12, 64, 512}, {13, 1, 1},
                                      {11, 7, 48},   {24, 256, 33},  {25, 513, 64}, {96, 64, 100},
                                      {97, 300, 80}, {200, 600, 70}, {128, 40, 700}};
@@ -107,32 +115,23 @@ TEST(Avx2Gemm, Avx512TilesMatchReference) {
       {{PostOpKind::Gelu}},
       {{PostOpKind::AddResidual}},
       {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}}};
-  uint32_t seed = 9700;
-  for (const Shape& s : shapes) {
-    for (int threads : {1, 2, 3}) {
-      for (size_t p = 0; p < post_op_sets.size(); ++p) {
-        const bool bias = (p + static_cast<size_t>(threads)) % 2 == 0;
-        SCOPED_TRACE(std::to_string(s.rows) + " x " + std::to_string(s.k) + " x " +
-                     std::to_string(s.n) + (bias ? " bias" : "") + post_ops_name(post_op_sets[p]) +
-                     " threads " + std::to_string(threads));
-        OwnedTensor expected = zeros({0});
-        Case c = matmul_case(s.rows, s.k, s.n, bias, post_op_sets[p], threads, seed, expected);
+  for_each_case(
+      shapes, post_op_sets, 9700, [](Case& c, const OwnedTensor& expected, const Shape& s) {
         std::vector<float> panels(dnnl_impl::panel_floats(s.k, s.n));
         dnnl_impl::pack_panels(c.at(1).data_ptr<float>(), s.n, 1, s.k, s.n, 1.0f, panels.data());
         dnnl_impl::Epilogue e;
-        e.col_bias = bias ? c.at(2).data_ptr<float>() : nullptr;
-        e.ops = post_op_sets[p].data();
-        e.num_ops = post_op_sets[p].size();
-        if (!post_op_sets[p].empty() && post_op_sets[p][0].kind == PostOpKind::AddResidual) {
+        e.col_bias =
+            c.inputs.size() > 2 && c.constant_flags[2] ? c.at(2).data_ptr<float>() : nullptr;
+        e.ops = c.desc.post_ops.data();
+        e.num_ops = c.desc.post_ops.size();
+        if (!c.desc.post_ops.empty() && c.desc.post_ops[0].kind == PostOpKind::AddResidual) {
           e.residual = c.inputs.back()->tensor().data_ptr<float>();
         }
         OwnedTensor out = zeros({s.rows, s.n});
         dnnl_impl::avx512_gemm(c.at(0).data_ptr<float>(), s.k, s.rows, s.k, panels.data(), s.n,
-                               out.tensor().mutable_data_ptr<float>(), s.n, e, threads);
+                               out.tensor().mutable_data_ptr<float>(), s.n, e, c.desc.num_threads);
         expect_near(out, expected);
-      }
-    }
-  }
+      });
 }
 
 TEST(Avx2Gemm, GemmsWithTransBAlphaAndBeta) {
