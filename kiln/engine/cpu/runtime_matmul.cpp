@@ -318,11 +318,12 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   int64_t k = a_dims.back();
   double macs = static_cast<double>(out.numel()) * static_cast<double>(k);
   const bool one_thread = macs < kMinParallelMacs || impl_->num_threads == 1;
+  // Threads for kiln's loops (oneDNN's primitives are made for theirs).
+  const int threads =
+      one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads());
   if (impl_->own_batched) {
     const size_t rank = a_dims.size();
     const int64_t m = a_dims[rank - 2], n = b_dims[rank - 1];
-    const int threads =
-        one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads());
     own_batched(*impl_, a.data_ptr<float>(), b->data_ptr<float>(), out.mutable_data_ptr<float>(),
                 out.numel() / (m * n), m, k, n, threads);
     return Status();
@@ -332,8 +333,6 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
     e.col_bias = impl_->bias_values.empty() ? nullptr : impl_->bias_values.data();
     e.ops = impl_->post_ops.data();
     e.num_ops = impl_->post_ops.size();
-    const int threads =
-        one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads());
     (impl_->wide ? avx512_gemm : avx2_gemm)(a.data_ptr<float>(), k, a_dims[0], k, impl_->panels,
                                             impl_->n, out.mutable_data_ptr<float>(), impl_->n, e,
                                             threads);
@@ -341,7 +340,7 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   }
   KILN_ASSIGN_OR_RETURN(dnnl::matmul * primitive,
                         primitive_for(*impl_, impl_->constant_b ? 2 : a_dims.size(), one_thread));
-  ThreadScope threads(one_thread ? 1 : impl_->num_threads);
+  ThreadScope thread_scope(one_thread ? 1 : impl_->num_threads);
   try {
     memory src = wrap(plain_md(a_dims), a.data());
     memory dst = wrap(plain_md(d_dims), out.mutable_data());
