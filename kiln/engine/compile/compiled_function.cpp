@@ -303,32 +303,33 @@ uint64_t CompiledFunction::num_dynamic_allocations() const { return impl_->dynam
 namespace {
 
 Status check_inputs(const CompiledFunctionImpl& impl, Span<const Tensor* const> inputs) {
-  const std::string action = "run function '" + impl.name + "'";
+  // Messages are made only on failure: a run checks every input.
+  auto action = [&] { return "run function '" + impl.name + "'"; };
   if (inputs.size() != impl.inputs.size()) {
-    return Status(Error::InvalidArgument, action + ": got " + std::to_string(inputs.size()) +
+    return Status(Error::InvalidArgument, action() + ": got " + std::to_string(inputs.size()) +
                                               " inputs (expected " +
                                               std::to_string(impl.inputs.size()) + ")");
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Slot& slot = *impl.slots[impl.inputs[i]];
     const Tensor* t = inputs[i];
-    const std::string subject = action + ": input '" + slot.name + "'";
-    if (t == nullptr) return Status(Error::InvalidArgument, subject + " is null");
+    auto subject = [&] { return action() + ": input '" + slot.name + "'"; };
+    if (t == nullptr) return Status(Error::InvalidArgument, subject() + " is null");
     if (t->dtype() != slot.dtype) {
       return Status(Error::InvalidArgument,
-                    subject + " has dtype " + std::string(runtime::to_string(t->dtype())) +
+                    subject() + " has dtype " + std::string(runtime::to_string(t->dtype())) +
                         " (expected " + std::string(runtime::to_string(slot.dtype)) + ")");
     }
     if (impl.generic) continue;  // shapes: checked together below
     const std::vector<int64_t>& expected = impl.input_sizes[i];
     if (!std::equal(t->sizes().begin(), t->sizes().end(), expected.begin(), expected.end())) {
-      return Status(Error::InvalidArgument, subject + " has shape " +
+      return Status(Error::InvalidArgument, subject() + " has shape " +
                                                 runtime::shape_to_string(t->sizes()) +
                                                 " (expected " + runtime::shape_to_string(expected) +
                                                 ", the shape this function was bound for)");
     }
     if (!t->is_contiguous() || (t->data() == nullptr && t->numel() > 0)) {
-      return Status(Error::InvalidArgument, subject + " is not a contiguous tensor with data");
+      return Status(Error::InvalidArgument, subject() + " is not a contiguous tensor with data");
     }
   }
   if (impl.generic) {
@@ -340,7 +341,7 @@ Status check_inputs(const CompiledFunctionImpl& impl, Span<const Tensor* const> 
       std::string message = fits.message();
       const std::string prefix = "specialize function '" + impl.name + "': ";
       if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
-      return Status(fits.code(), action + " (shape-generic): " + message);
+      return Status(fits.code(), action() + " (shape-generic): " + message);
     }
   }
   return Status();

@@ -41,29 +41,30 @@ std::string describe_input(size_t index, const TensorMeta& meta) {
   return "input " + std::to_string(index) + " '" + meta.name + "'";
 }
 
-// Checks a tensor against a method input before Method::set_input copies it, so the message
+// Checks a tensor against a method input before the Method takes it, so the message
 // names the method and says what the caller gave and what the program expects.
 Status check_tensor_input(size_t index, const TensorMeta& meta, const runtime::Tensor& tensor) {
-  const std::string subject = describe_input(index, meta);
+  // Messages are made only on failure: a run checks every input.
+  auto subject = [&] { return describe_input(index, meta); };
+  auto given = [&] { return runtime::shape_to_string(tensor.sizes()); };
+  auto planned = [&] { return runtime::shape_to_string(meta.sizes); };
   if (tensor.dtype() != meta.dtype) {
     return Status(Error::InvalidArgument,
-                  subject + " has dtype " + std::string(runtime::to_string(tensor.dtype())) +
+                  subject() + " has dtype " + std::string(runtime::to_string(tensor.dtype())) +
                       " (expected " + std::string(runtime::to_string(meta.dtype)) + ")");
   }
-  const auto given = runtime::shape_to_string(tensor.sizes());
-  const auto planned = runtime::shape_to_string(meta.sizes);
   if (static_cast<size_t>(tensor.dim()) != meta.sizes.size()) {
-    return Status(Error::InvalidArgument, subject + " has shape " + given + " of rank " +
+    return Status(Error::InvalidArgument, subject() + " has shape " + given() + " of rank " +
                                               std::to_string(tensor.dim()) + " (expected rank " +
                                               std::to_string(meta.sizes.size()) + ", shape " +
-                                              planned + ")");
+                                              planned() + ")");
   }
   switch (meta.dynamism) {
     case ShapeDynamism::Static:
       for (size_t d = 0; d < meta.sizes.size(); ++d) {
         if (tensor.sizes()[d] != meta.sizes[d]) {
           return Status(Error::InvalidArgument,
-                        subject + " has shape " + given + " (expected " + planned + ")");
+                        subject() + " has shape " + given() + " (expected " + planned() + ")");
         }
       }
       break;
@@ -71,7 +72,7 @@ Status check_tensor_input(size_t index, const TensorMeta& meta, const runtime::T
       for (size_t d = 0; d < meta.sizes.size(); ++d) {
         if (tensor.sizes()[d] > meta.sizes[d]) {
           return Status(Error::InvalidArgument,
-                        subject + " has shape " + given + " (expected at most " + planned + ")");
+                        subject() + " has shape " + given() + " (expected at most " + planned() + ")");
         }
       }
       break;
@@ -234,9 +235,9 @@ Result<std::vector<EValue>> Module::execute(std::string_view name,
   KILN_ASSIGN_OR_RETURN(Method * method, this->method(name));
   Status status = check_inputs(*method, inputs);
   if (!status.ok()) return status.with_context("execute method '" + std::string(name) + "'");
-  // Method's own messages already name the method and the input or instruction.
-  for (size_t i = 0; i < inputs.size(); ++i) KILN_RETURN_IF_ERROR(method->set_input(i, inputs[i]));
-  KILN_RETURN_IF_ERROR(method->execute());
+  // Method's own messages already name the method and the input or instruction. The inputs
+  // live for the call: the method reads those it does not write in place.
+  KILN_RETURN_IF_ERROR(method->execute(inputs));
   std::vector<EValue> outputs;
   outputs.reserve(method->num_outputs());
   for (size_t i = 0; i < method->num_outputs(); ++i) outputs.push_back(method->get_output(i));

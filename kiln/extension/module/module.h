@@ -129,8 +129,9 @@ class Module {
   ///
   /// Lifetime: output tensors alias the Method's memory; their data stays valid until the next
   /// `execute` of this method, its reload, or the Module's destruction. Clone what you keep
-  /// (`clone_tensor_ptr`). Input tensors are copied into the method; they need only live for
-  /// the call.
+  /// (`clone_tensor_ptr`). Input tensors need only live for the call: those the method only
+  /// reads are read in place, without a copy; the others, and outputs of an earlier run given
+  /// back as inputs, are copied into the method (`Method::execute(inputs)`).
   ///
   /// Errors: those of `load_method`; InvalidArgument for a wrong number of inputs (naming the
   /// count given and the inputs expected) or an input whose kind, dtype or shape does not

@@ -3,6 +3,7 @@
 #include <kiln/runtime/executor/method_internal.h>
 #include <kiln/runtime/executor/program.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kiln::runtime {
@@ -46,10 +47,53 @@ Status Method::resize_value(EValue& value, Span<const int64_t> sizes) {
       size_t grown = std::max(needed, tensor.capacity_bytes() + tensor.capacity_bytes() / 2);
       KILN_ASSIGN_OR_RETURN(AlignedBuffer storage, allocate_aligned(grown));
       dynamic_[index] = std::move(storage);
+      dynamic_sizes_[index] = grown;
       tensor.set_data(dynamic_[index].get(), grown);
     }
   }
   return tensor.resize(sizes);
+}
+
+Status Method::check_tensor_input(size_t index, const Tensor& source,
+                                  const Tensor& target) const {
+  const TensorMeta& meta = meta_.inputs[index];
+  auto where = [&] { return "set input '" + meta.name + "' of method '" + name() + "'"; };
+  if (source.dtype() != target.dtype()) {
+    return Status(Error::InvalidType, where() + ": dtype " +
+                                          std::string(to_string(source.dtype())) + " (expected " +
+                                          std::string(to_string(target.dtype())) + ")");
+  }
+  if (source.dim() != static_cast<int64_t>(meta.sizes.size())) {
+    return Status(Error::InvalidArgument,
+                  where() + ": shape " + shape_to_string(source.sizes()) + " has rank " +
+                      std::to_string(source.dim()) + " (expected rank " +
+                      std::to_string(meta.sizes.size()) + ", shape " +
+                      shape_to_string(meta.sizes) + ")");
+  }
+  if (!source.is_contiguous()) {
+    return Status(Error::InvalidArgument,
+                  where() + ": tensor is not contiguous (expected row-major)");
+  }
+  if (meta.dynamism == ShapeDynamism::Bounded) {
+    for (size_t d = 0; d < meta.sizes.size(); ++d) {
+      if (source.size(static_cast<int64_t>(d)) > meta.sizes[d]) {
+        return Status(Error::InvalidArgument,
+                      where() + ": shape " + shape_to_string(source.sizes()) +
+                          " exceeds the bound " + std::to_string(meta.sizes[d]) + " of dim " +
+                          std::to_string(d) + " (expected at most " +
+                          shape_to_string(meta.sizes) + ")");
+      }
+    }
+  }
+  if (meta.dynamism == ShapeDynamism::Static &&
+      !std::equal(meta.sizes.begin(), meta.sizes.end(), source.sizes().begin())) {
+    return Status(Error::InvalidArgument, where() + ": shape " + shape_to_string(source.sizes()) +
+                                              " (expected " + shape_to_string(meta.sizes) + ")");
+  }
+  if (source.nbytes() > 0 && source.data() == nullptr) {
+    return Status(Error::InvalidArgument, where() + ": tensor has no data");
+  }
+  return Status();
 }
 
 Status Method::set_input(size_t index, const EValue& value) {
@@ -58,11 +102,10 @@ Status Method::set_input(size_t index, const EValue& value) {
                                               name() + "': out of range (expected < " +
                                               std::to_string(inputs_.size()) + ")");
   }
-  const TensorMeta& meta = meta_.inputs[index];
-  std::string where = "set input '" + meta.name + "' of method '" + name() + "'";
   EValue& slot = values_[inputs_[index]];
   if (value.tag() != slot.tag()) {
-    return Status(Error::InvalidType, where + ": got " + std::string(to_string(value.tag())) +
+    return Status(Error::InvalidType, "set input '" + meta_.inputs[index].name + "' of method '" +
+                                          name() + "': got " + std::string(to_string(value.tag())) +
                                           " (expected " + std::string(to_string(slot.tag())) + ")");
   }
   if (!slot.is_tensor()) {
@@ -71,44 +114,94 @@ Status Method::set_input(size_t index, const EValue& value) {
   }
   const Tensor& source = value.to_tensor();
   Tensor& target = slot.to_tensor();
-  if (source.dtype() != target.dtype()) {
-    return Status(Error::InvalidType, where + ": dtype " + std::string(to_string(source.dtype())) +
-                                          " (expected " + std::string(to_string(target.dtype())) +
-                                          ")");
-  }
-  if (source.dim() != static_cast<int64_t>(meta.sizes.size())) {
-    return Status(Error::InvalidArgument,
-                  where + ": shape " + shape_to_string(source.sizes()) + " has rank " +
-                      std::to_string(source.dim()) + " (expected rank " +
-                      std::to_string(meta.sizes.size()) + ", shape " +
-                      shape_to_string(meta.sizes) + ")");
-  }
-  if (!source.is_contiguous()) {
-    return Status(Error::InvalidArgument, where + ": tensor is not contiguous (expected row-major)");
-  }
-  if (meta.dynamism == ShapeDynamism::Bounded) {
-    for (size_t d = 0; d < meta.sizes.size(); ++d) {
-      if (source.size(static_cast<int64_t>(d)) > meta.sizes[d]) {
-        return Status(Error::InvalidArgument,
-                      where + ": shape " + shape_to_string(source.sizes()) + " exceeds the bound " +
-                          std::to_string(meta.sizes[d]) + " of dim " + std::to_string(d) +
-                          " (expected at most " + shape_to_string(meta.sizes) + ")");
-      }
-    }
-  }
-  if (meta.dynamism == ShapeDynamism::Static &&
-      !std::equal(meta.sizes.begin(), meta.sizes.end(), source.sizes().begin())) {
-    return Status(Error::InvalidArgument, where + ": shape " + shape_to_string(source.sizes()) +
-                                              " (expected " + shape_to_string(meta.sizes) + ")");
-  }
-  KILN_RETURN_IF_ERROR(resize_value(slot, source.sizes()).with_context(where));
-  if (source.nbytes() > 0 && source.data() == nullptr) {
-    return Status(Error::InvalidArgument, where + ": tensor has no data");
+  KILN_RETURN_IF_ERROR(check_tensor_input(index, source, target));
+  Status resized = resize_value(slot, source.sizes());
+  if (!resized.ok()) {
+    return resized.with_context("set input '" + meta_.inputs[index].name + "' of method '" +
+                                name() + "'");
   }
   if (source.nbytes() > 0 && source.data() != target.data()) {
     std::memmove(target.mutable_data(), source.data(), source.nbytes());
   }
   return Status();
+}
+
+void Method::find_read_only_inputs() {
+  read_only_inputs_.assign(inputs_.size(), false);
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const EValue* value = &values_[inputs_[i]];
+    bool read_only = value->is_tensor() &&
+                     std::count(inputs_.begin(), inputs_.end(), inputs_[i]) == 1 &&
+                     std::find(outputs_.begin(), outputs_.end(), inputs_[i]) == outputs_.end();
+    for (const Instruction& instruction : instructions_) {
+      if (!read_only) break;
+      read_only = std::find(instruction.outputs.begin(), instruction.outputs.end(), value) ==
+                  instruction.outputs.end();
+    }
+    read_only_inputs_[i] = read_only;
+  }
+}
+
+bool Method::overlaps_own_memory(const void* data, size_t bytes) const {
+  const auto* begin = static_cast<const uint8_t*>(data);
+  auto overlaps = [&](const void* other, size_t other_bytes) {
+    const auto* start = static_cast<const uint8_t*>(other);
+    return other != nullptr && other_bytes > 0 && begin < start + other_bytes &&
+           start < begin + bytes;
+  };
+  for (size_t i = 0; i < arenas_.size(); ++i) {
+    if (overlaps(arenas_[i].get(), arena_sizes_[i])) return true;
+  }
+  for (size_t i = 0; i < dynamic_.size(); ++i) {
+    if (overlaps(dynamic_[i].get(), dynamic_sizes_[i])) return true;
+  }
+  return false;
+}
+
+bool Method::reads_input_in_place(size_t index) const {
+  return index < read_only_inputs_.size() && read_only_inputs_[index];
+}
+
+Status Method::execute(Span<const EValue> inputs) {
+  if (inputs.size() != inputs_.size()) {
+    return Status(Error::InvalidArgument, "execute method '" + name() + "': " +
+                                              std::to_string(inputs.size()) + " inputs given " +
+                                              "(expected " + std::to_string(inputs_.size()) + ")");
+  }
+  // Whatever happens, the inputs pointed at the caller's data get their own storage back.
+  struct Restore {
+    Method& method;
+    ~Restore() {
+      for (const OwnStorage& own : method.borrowed_) {
+        Tensor& t = method.values_[method.inputs_[own.input]].to_tensor();
+        t.set_data(own.data, own.capacity);
+        // Sizes the own storage cannot hold (an unbounded input) become empty ones.
+        if (t.nbytes() > own.capacity) {
+          std::vector<int64_t> zeros(static_cast<size_t>(t.dim()), 0);
+          (void)t.resize(zeros);
+        }
+      }
+      method.borrowed_.clear();
+    }
+  } restore{*this};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!reads_input_in_place(i) || !inputs[i].is_tensor() ||
+        overlaps_own_memory(inputs[i].to_tensor().data(), inputs[i].to_tensor().nbytes())) {
+      KILN_RETURN_IF_ERROR(set_input(i, inputs[i]));
+      continue;
+    }
+    const Tensor& source = inputs[i].to_tensor();
+    Tensor& target = values_[inputs_[i]].to_tensor();
+    KILN_RETURN_IF_ERROR(check_tensor_input(i, source, target));
+    borrowed_.push_back(OwnStorage{i, target.mutable_data(), target.capacity_bytes()});
+    target.set_data(const_cast<void*>(source.data()), source.nbytes());
+    Status resized = target.resize(source.sizes());
+    if (!resized.ok()) {
+      return resized.with_context("set input '" + meta_.inputs[i].name + "' of method '" +
+                                  name() + "'");
+    }
+  }
+  return execute();
 }
 
 namespace {

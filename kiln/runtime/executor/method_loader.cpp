@@ -86,6 +86,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
       auto arena = allocate_aligned(size);
       if (!arena.ok()) return arena.status().with_context(where + ": planned memory");
       method->arenas_.push_back(std::move(arena).get());
+      method->arena_sizes_.push_back(static_cast<size_t>(size));
     }
   }
 
@@ -93,6 +94,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
   size_t num_values = fb->values() == nullptr ? 0 : fb->values()->size();
   method->values_.resize(num_values);
   method->dynamic_.resize(num_values);
+  method->dynamic_sizes_.resize(num_values, 0);
   for (size_t i = 0; i < num_values; ++i) {
     const auto* value = fb->values()->Get(i);
     const auto* t = value->kind_as_TensorValue();
@@ -129,6 +131,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
         return storage.status().with_context(where + " value " + std::to_string(i));
       }
       method->dynamic_[i] = std::move(storage).get();
+      method->dynamic_sizes_[i] = nbytes;
       data = method->dynamic_[i].get();
     }
     method->values_[i] = EValue(Tensor(static_cast<ScalarType>(t->dtype()), std::move(sizes), data,
@@ -195,6 +198,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
       out.outputs = pointers(delegate_call->outputs());
     }
   }
+  method->find_read_only_inputs();
   if (!missing.empty()) {
     std::string list;
     for (const auto& op : missing) list += (list.empty() ? "" : ", ") + op;

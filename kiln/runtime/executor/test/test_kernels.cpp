@@ -1,5 +1,6 @@
 #include <kiln/runtime/executor/test/test_kernels.h>
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -59,11 +60,34 @@ Status test_repeat(KernelContext& context, Span<EValue* const> inputs,
   return Status();
 }
 
+namespace {
+std::atomic<const void*> reverse_input{nullptr};
+}  // namespace
+
+Status test_reverse(KernelContext& context, Span<EValue* const> inputs,
+                    Span<EValue* const> outputs, const Attributes&) {
+  if (inputs.size() != 1 || outputs.size() != 1) {
+    return Status(Error::InvalidArgument, "TestReverse: bad arity");
+  }
+  const Tensor& in = inputs[0]->to_tensor();
+  if (in.dtype() != ScalarType::Float32) return Status(Error::InvalidType, "TestReverse: not f32");
+  reverse_input.store(in.data());
+  KILN_RETURN_IF_ERROR(context.resize(*outputs[0], in.sizes()));
+  Tensor& out = outputs[0]->to_tensor();
+  const float* from = in.data_ptr<float>();
+  float* to = out.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < in.numel(); ++i) to[i] = from[in.numel() - 1 - i];
+  return Status();
+}
+
+const void* last_reverse_input() { return reverse_input.load(); }
+
 void register_test_kernels() {
   static std::once_flag once;
   std::call_once(once, [] {
     (void)register_kernel("TestScale", test_scale);
     (void)register_kernel("TestRepeat", test_repeat);
+    (void)register_kernel("TestReverse", test_reverse);
   });
 }
 

@@ -13,6 +13,14 @@ Status test_scale(KernelContext& context, Span<EValue* const> inputs,
 Status test_repeat(KernelContext& context, Span<EValue* const> inputs,
                    Span<EValue* const> outputs, const Attributes& attributes);
 
+/// "TestReverse": out = in's elements in reverse order (same shape); f32. Element by element
+/// from the front, so an `out` sharing `in`'s bytes gets a wrong result. Records the data
+/// pointer it read (`last_reverse_input`).
+Status test_reverse(KernelContext& context, Span<EValue* const> inputs,
+                    Span<EValue* const> outputs, const Attributes& attributes);
+/// The data pointer of the last input "TestReverse" read.
+const void* last_reverse_input();
+
 void register_test_kernels();
 
 }  // namespace kiln::runtime::test
