@@ -648,13 +648,15 @@ Result<std::unique_ptr<cpu::RuntimeRows>> Builder::try_runtime_rows(size_t n, St
   return op;
 }
 
-// An Add, Sub, Mul, Div or Where of a shape-generic plan, on cpu::RuntimeElementwise (kiln's
-// own row loops, broadcast at each run).
+// An Add, Sub, Mul, Div, Where or Transpose of a shape-generic plan, on cpu::RuntimeElementwise
+// (kiln's own loops, broadcast or planned at each run).
 Result<std::unique_ptr<cpu::RuntimeElementwise>> Builder::try_runtime_elementwise(
     size_t n, Step& step, std::string& why) {
   const ir::Node& node = graph_.nodes[n];
   cpu::OpDesc desc;
   desc.op = node.op;
+  desc.attributes = node.attributes;  // Transpose's perm
+  desc.num_threads = options_.num_threads;
   desc.num_outputs = static_cast<int>(node.outputs.size());
   for (int v : node.inputs) {
     desc.inputs.push_back(cpu::TensorDesc{v >= 0 ? slot(v).dtype : ScalarType::Float32, {}});
@@ -670,6 +672,7 @@ Result<std::unique_ptr<cpu::RuntimeElementwise>> Builder::try_runtime_elementwis
     why = "shape known only at run time; no run-time-shape loops: " + op.status().message();
     return op.status();
   }
+  if (node.op == "Transpose") note_threads(desc.num_threads);  // over a megabyte, split
   // Constant inputs (a mask, a scale) are read at each run, never packed: check them once, here.
   KILN_RETURN_IF_ERROR(verify_inputs(node));
   step.inputs = node.inputs;

@@ -30,6 +30,7 @@ Factory find_factory(const std::string& op) {
   if (op == "Add" || op == "Mul") return create_binary;
   if (op == "LSTM" || op == "GRU") return create_rnn;
   if (op == "Where") return create_where;
+  if (op == "Transpose") return create_transpose;
   if (op == "RMSNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {
     return create_row_norm;
   }

@@ -273,6 +273,9 @@ Result<std::unique_ptr<CpuOp>> create_pointwise_conv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_pool_loops(const OpDesc& desc, bool plain);
 /// Where (bool condition, f32 X and Y, any broadcast) on kiln's own loops (where_op.cpp).
 Result<std::unique_ptr<CpuOp>> create_where(const OpDesc& desc);
+/// Transpose (any dtype of 1, 2, 4 or 8 bytes) on kiln's own loops (transpose_op.cpp): rows
+/// copied, or 16 x 16 tiles where the innermost dimension moves.
+Result<std::unique_ptr<CpuOp>> create_transpose(const OpDesc& desc);
 /// RMSNormalization (f32, constant f32 scale) and InstanceNormalization (f32, constant f32
 /// scale and B) on RuntimeRows' loops (row_norm_op.cpp).
 Result<std::unique_ptr<CpuOp>> create_row_norm(const OpDesc& desc);

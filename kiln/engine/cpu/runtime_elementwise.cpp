@@ -1,8 +1,10 @@
 // RuntimeElementwise: Add, Sub, Mul, Div and Where of run-time shapes on kiln's own row loops
-// (16 floats per vector; AVX-512 and AVX2 clones), for shape-generic plans.
+// (16 floats per vector; AVX-512 and AVX2 clones), and Transpose on its loops
+// (transpose_loops.h), planned at each call, for shape-generic plans.
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/runtime_elementwise.h>
+#include <kiln/engine/cpu/transpose_loops.h>
 #include <kiln/engine/cpu/vector_math.h>
 #include <kiln/engine/cpu/where_rows.h>
 #include <kiln/kernels/broadcast.h>
@@ -23,7 +25,7 @@ using vec::kLanes;
 
 namespace {
 
-enum class Kind { Add, Sub, Mul, Div, Where };
+enum class Kind { Add, Sub, Mul, Div, Where, Transpose };
 
 constexpr size_t kMaxInputs = 3;
 
@@ -95,6 +97,10 @@ struct RuntimeElementwise::Impl {
   std::array<std::vector<int64_t>, kMaxInputs> strides;
   std::vector<int64_t> index;
   int64_t numel = 0;
+  // Transpose: its perm and threads, and this call's plan.
+  std::vector<int64_t> perm;
+  int threads = 1;
+  dnnl_impl::TransposeLoops transpose;
 
   std::string context() const { return "run op '" + op + "' (kiln, run-time shapes)"; }
 
@@ -196,7 +202,8 @@ struct RuntimeElementwise::Impl {
 };
 
 bool RuntimeElementwise::handles(std::string_view op) {
-  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Where";
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Where" ||
+         op == "Transpose";
 }
 
 Result<std::unique_ptr<RuntimeElementwise>> RuntimeElementwise::create(const OpDesc& desc) {
@@ -212,11 +219,14 @@ Result<std::unique_ptr<RuntimeElementwise>> RuntimeElementwise::create(const OpD
     impl->kind = Kind::Div;
   } else if (desc.op == "Where") {
     impl->kind = Kind::Where;
+  } else if (desc.op == "Transpose") {
+    impl->kind = Kind::Transpose;
   } else {
     return dnnl_impl::error(desc, Error::NotSupported, "not an element-wise op of run-time shapes");
   }
   const bool where = impl->kind == Kind::Where;
-  impl->arity = where ? 3 : 2;
+  const bool transpose = impl->kind == Kind::Transpose;
+  impl->arity = where ? 3 : transpose ? 1 : 2;
   const bool present =
       desc.inputs_present.empty() ||
       std::all_of(desc.inputs_present.begin(), desc.inputs_present.end(), [](bool p) { return p; });
@@ -231,8 +241,14 @@ Result<std::unique_ptr<RuntimeElementwise>> RuntimeElementwise::create(const OpD
     if (desc.inputs[i].dtype != want) {
       return dnnl_impl::error(
           desc, Error::NotSupported,
-          where ? "not a bool condition selecting f32 values" : "inputs that are not both f32");
+          where       ? "not a bool condition selecting f32 values"
+          : transpose ? "an input that is not f32"
+                      : "inputs that are not both f32");
     }
+  }
+  if (transpose) {
+    KILN_ASSIGN_OR_RETURN(impl->perm, dnnl_impl::Attrs(desc).get_ints("perm"));
+    impl->threads = desc.num_threads;
   }
   impl->avx512 = cpu_has_avx512();
   return std::unique_ptr<RuntimeElementwise>(new RuntimeElementwise(std::move(impl)));
@@ -247,6 +263,12 @@ Result<Span<const int64_t>> RuntimeElementwise::output_sizes(Span<const Tensor* 
     return Status(Error::InvalidArgument,
                   impl_->context() + ": expected " + std::to_string(impl_->arity) + " inputs");
   }
+  if (impl_->kind == Kind::Transpose) {
+    Status planned = impl_->transpose.plan(inputs[0]->sizes(), impl_->perm,
+                                           inputs[0]->element_size(), impl_->threads);
+    if (!planned.ok()) return planned.with_context(impl_->context());
+    return impl_->transpose.output_sizes();
+  }
   KILN_RETURN_IF_ERROR(impl_->broadcast(inputs));
   return Span<const int64_t>(impl_->shape.data(), impl_->shape.size());
 }
@@ -257,8 +279,17 @@ Status RuntimeElementwise::run(Span<const Tensor* const> inputs, Tensor& out) {
   if (!std::equal(shape.begin(), shape.end(), out.sizes().begin(), out.sizes().end()) ||
       out.dtype() != ScalarType::Float32) {
     return Status(Error::InvalidArgument, m.context() + ": output has shape " + shape_of(out) +
-                                              " (expected " + runtime::shape_to_string(m.shape) +
+                                              " (expected " + runtime::shape_to_string(shape) +
                                               ", f32)");
+  }
+  if (m.kind == Kind::Transpose) {
+    if (inputs[0]->dtype() != ScalarType::Float32) {
+      return Status(Error::InvalidArgument,
+                    m.context() + ": input 0 is " +
+                        std::string(runtime::to_string(inputs[0]->dtype())) + " (expected f32)");
+    }
+    if (out.numel() > 0) m.transpose.run(inputs[0]->data(), out.mutable_data());
+    return Status();
   }
   const bool where = m.kind == Kind::Where;
   for (size_t i = 0; i < m.arity; ++i) {

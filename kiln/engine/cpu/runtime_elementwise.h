@@ -17,7 +17,9 @@ namespace kiln::engine::cpu {
 /// and runs the innermost rows 16 lanes at a time, each input read contiguously or as one
 /// repeated value. Results equal the reference kernels' bit for bit (one IEEE operation an
 /// element). The rows run on one thread: at the sizes these ops have in the models measured
-/// (at most a few hundred thousand elements), a call takes microseconds.
+/// (at most a few hundred thousand elements), a call takes microseconds. Transpose (f32, its
+/// `perm`) too, on `dnnl_impl::TransposeLoops` planned at each call, on up to the desc's
+/// threads from a megabyte.
 ///
 /// Thread-safety: as `CpuOp` (one op runs on one thread at a time).
 class RuntimeElementwise {

@@ -262,9 +262,9 @@ namespace {
 // block of output channels over large images direct, not Winograd; Concats of blocked pieces
 // in the pieces' layout; 24: ConvTransposes of few values a pixel on kiln's loops; 25: a
 // decoder's streaming MatMuls read B as oneDNN's blocked MatMul packs it, on AVX-512; 26:
-// shape-generic MatMuls on kiln's AVX-512 loops), so that entries of older plans are not
-// adopted.
-constexpr char kEngineVersion[] = "kiln-engine 26";
+// shape-generic MatMuls on kiln's AVX-512 loops; 27: Transposes on kiln's loops), so that
+// entries of older plans are not adopted.
+constexpr char kEngineVersion[] = "kiln-engine 27";
 
 struct StaticFunction {
   std::string name;
