@@ -4,6 +4,7 @@
 #include <kiln/runtime/executor/program.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace kiln::runtime {
@@ -143,9 +144,11 @@ void Method::find_read_only_inputs() {
 }
 
 bool Method::overlaps_own_memory(const void* data, size_t bytes) const {
-  const auto* begin = static_cast<const uint8_t*>(data);
+  if (data == nullptr || bytes == 0) return false;
+  // As addresses: no pointer arithmetic past what each buffer holds.
+  const auto begin = reinterpret_cast<uintptr_t>(data);
   auto overlaps = [&](const void* other, size_t other_bytes) {
-    const auto* start = static_cast<const uint8_t*>(other);
+    const auto start = reinterpret_cast<uintptr_t>(other);
     return other != nullptr && other_bytes > 0 && begin < start + other_bytes &&
            start < begin + bytes;
   };
