@@ -47,6 +47,7 @@ Status Method::resize_value(EValue& value, Span<const int64_t> sizes) {
       }
       size_t grown = std::max(needed, tensor.capacity_bytes() + tensor.capacity_bytes() / 2);
       KILN_ASSIGN_OR_RETURN(AlignedBuffer storage, allocate_aligned(grown));
+      if (dynamic_[index] == nullptr) dynamic_indices_.push_back(index);
       dynamic_[index] = std::move(storage);
       dynamic_sizes_[index] = grown;
       tensor.set_data(dynamic_[index].get(), grown);
@@ -155,7 +156,7 @@ bool Method::overlaps_own_memory(const void* data, size_t bytes) const {
   for (size_t i = 0; i < arenas_.size(); ++i) {
     if (overlaps(arenas_[i].get(), arena_sizes_[i])) return true;
   }
-  for (size_t i = 0; i < dynamic_.size(); ++i) {
+  for (size_t i : dynamic_indices_) {
     if (overlaps(dynamic_[i].get(), dynamic_sizes_[i])) return true;
   }
   return false;

@@ -97,7 +97,8 @@ class Method {
   std::vector<size_t> arena_sizes_;
   /// Run-time storage of Unbounded tensors (and unplanned inputs), by value index.
   std::vector<AlignedBuffer> dynamic_;
-  std::vector<size_t> dynamic_sizes_;  ///< Bytes of each `dynamic_` buffer.
+  std::vector<size_t> dynamic_sizes_;    ///< Bytes of each `dynamic_` buffer.
+  std::vector<size_t> dynamic_indices_;  ///< The values that have a `dynamic_` buffer.
   std::vector<Instruction> instructions_;
   std::vector<Delegate> delegates_;
   EValue none_;

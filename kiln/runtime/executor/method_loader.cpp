@@ -132,6 +132,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
       }
       method->dynamic_[i] = std::move(storage).get();
       method->dynamic_sizes_[i] = nbytes;
+      method->dynamic_indices_.push_back(i);
       data = method->dynamic_[i].get();
     }
     method->values_[i] = EValue(Tensor(static_cast<ScalarType>(t->dtype()), std::move(sizes), data,

@@ -68,6 +68,28 @@ TEST_F(MethodInputsTest, OutputGivenBackAsInputIsCopiedFirst) {
   EXPECT_EQ(values_of(method->get_output(0)), (std::vector<float>{1, 2, 3, 4, 5}));
 }
 
+TEST_F(MethodInputsTest, GrownOutputGivenBackAsUnboundedInputIsCopiedFirst) {
+  // y's storage is allocated at run time, as it grows: given back, it is copied all the same.
+  auto method = load(ProgramBuilder()
+                         .input("x", F32, {0}, ShapeDynamism::Unbounded)
+                         .tensor("y", F32, {0}, ShapeDynamism::Unbounded)
+                         .node("TestReverse", {"x"}, {"y"})
+                         .output("y"));
+  ASSERT_NE(method, nullptr);
+  EXPECT_TRUE(method->reads_input_in_place(0));
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<EValue> inputs = {f32({7}, x)};
+  ASSERT_TRUE(method->execute(inputs).ok());
+  EXPECT_EQ(test::last_reverse_input(), x.data());
+  EXPECT_EQ(method->get_input(0).to_tensor().dim(), 1);
+  std::vector<EValue> again = {method->get_output(0)};
+  ASSERT_TRUE(method->execute(again).ok());
+  EXPECT_EQ(values_of(method->get_output(0)), (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
+  // The input's own storage is smaller than 7 values: it is left empty after a call.
+  EXPECT_LE(method->get_input(0).to_tensor().nbytes(),
+            method->get_input(0).to_tensor().capacity_bytes());
+}
+
 TEST_F(MethodInputsTest, InputsTheMethodWritesOrReturnsAreCopied) {
   // x is written by a move; z is also an output: neither may point at the caller's data.
   auto method = load(ProgramBuilder()
