@@ -11,6 +11,8 @@ namespace {
 
 using testing::F32;
 using testing::ProgramBuilder;
+using test::f32;
+using test::values_of;
 
 class MethodInputsTest : public ::testing::Test {
  protected:
@@ -23,15 +25,6 @@ class MethodInputsTest : public ::testing::Test {
     return method.ok() ? std::move(method).get() : nullptr;
   }
 };
-
-EValue f32(std::vector<int64_t> sizes, std::vector<float>& data) {
-  return EValue(Tensor(ScalarType::Float32, std::move(sizes), data.data()));
-}
-
-std::vector<float> values_of(const EValue& v) {
-  const Tensor& t = v.to_tensor();
-  return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
-}
 
 TEST_F(MethodInputsTest, ReadsInputsInPlaceAndGivesTheirStorageBack) {
   auto method = load(ProgramBuilder()

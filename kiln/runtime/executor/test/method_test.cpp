@@ -10,20 +10,13 @@ namespace {
 using testing::F32;
 using testing::I64;
 using testing::ProgramBuilder;
+using test::f32;
+using test::values_of;
 
 class MethodTest : public ::testing::Test {
  protected:
   void SetUp() override { test::register_test_kernels(); }
 };
-
-EValue f32(std::vector<int64_t> sizes, std::vector<float>& data) {
-  return EValue(Tensor(ScalarType::Float32, std::move(sizes), data.data()));
-}
-
-std::vector<float> values_of(const EValue& v) {
-  const Tensor& t = v.to_tensor();
-  return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
-}
 
 TEST_F(MethodTest, RunsKernelsWithConstantsAndAttributes) {
   auto program = test::load_or_die(ProgramBuilder()
