@@ -276,8 +276,9 @@ runtime::Result<std::vector<runtime::Tensor>> weight_tensors(const ir::Model& mo
                                                              const CompileOptions& options);
 
 /// Checks (`options.verify_weight`, when set) every weight `graph` reads directly: all but
-/// those used only as input 1 of top-level Conv, MatMul and Gemm nodes, which the oneDNN ops
-/// only pack (`cpu::OpDesc::verify_constant` checks them then). Errors: the check's.
+/// those used only as input 1 of top-level Conv, MatMul and Gemm nodes and inputs 1 and 2 (W,
+/// R) of top-level LSTM and GRU nodes, which the CPU ops only pack
+/// (`cpu::OpDesc::verify_constant` checks them then). Errors: the check's.
 runtime::Status verify_read_weights(const ir::Model& model, const ir::Graph& graph,
                                     const CompileOptions& options);
 /// Checks (`options.verify_weight`, when set) the weights among `node`'s inputs, before a

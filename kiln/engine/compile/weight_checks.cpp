@@ -9,6 +9,20 @@ namespace kiln::engine::compile {
 
 using runtime::Status;
 
+namespace {
+
+// Whether the oneDNN and kiln ops of `op` only pack its input `input` (checking it through
+// `cpu::OpDesc::verify_constant` when they pack it, and never reading it otherwise): B of the
+// products, W and R of the recurrent cells. A node left to a reference kernel has all its
+// weights checked when it is placed.
+bool only_packed(const std::string& op, size_t input) {
+  if (op == "Conv" || op == "MatMul" || op == "Gemm") return input == 1;
+  if (op == "LSTM" || op == "GRU") return input == 1 || input == 2;
+  return false;
+}
+
+}  // namespace
+
 Status verify_read_weights(const ir::Model& model, const ir::Graph& graph,
                            const CompileOptions& options) {
   if (!options.verify_weight) return Status();
@@ -22,8 +36,9 @@ Status verify_read_weights(const ir::Model& model, const ir::Graph& graph,
   std::function<void(const std::vector<ir::Node>&, bool)> walk =
       [&](const std::vector<ir::Node>& nodes, bool top) {
         for (const ir::Node& node : nodes) {
-          bool packs = top && (node.op == "Conv" || node.op == "MatMul" || node.op == "Gemm");
-          for (size_t i = 0; i < node.inputs.size(); ++i) mark(node.inputs[i], packs && i == 1);
+          for (size_t i = 0; i < node.inputs.size(); ++i) {
+            mark(node.inputs[i], top && only_packed(node.op, i));
+          }
           for (const ir::Attribute& a : node.attributes) {
             if (const auto* ref = std::get_if<ir::WeightRef>(&a.value)) {
               if (ref->weight >= 0) use[ref->weight] = Read;

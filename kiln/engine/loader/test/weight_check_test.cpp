@@ -159,5 +159,83 @@ TEST(WeightCheck, AWeightReadDirectlyIsCheckedWhenTheFunctionIsBuilt) {
   EXPECT_THAT(actual.status().message(), HasSubstr("'b1'"));
 }
 
+// X [5, 1, 8] -> `op` (LSTM or GRU, hidden 16, weights w, r, b) -> Y [5, 1, 1, 16].
+ir::Model recurrent_model(const std::string& op) {
+  const int64_t gates = op == "LSTM" ? 4 : 3, hidden = 16;
+  ModelBuilder b(11);
+  int x = b.input("x", {5, 1, 8});
+  int w = b.weight("w", {1, gates * hidden, 8}, 0.3f);
+  int r = b.weight("r", {1, gates * hidden, hidden}, 0.3f);
+  int bias = b.weight("b", {1, 2 * gates * hidden}, 0.1f);
+  int y = b.value("y", {5, 1, 1, hidden});
+  b.node(op, {x, w, r, bias}, {y}, {int_attr("hidden_size", hidden)});
+  b.output(y);
+  return b.build();
+}
+
+runtime::Result<Buffer> run_recurrent(LoadedModel& model) {
+  const std::vector<int64_t> sizes = {5, 1, 8};
+  KILN_ASSIGN_OR_RETURN(Session session, model.bind("main", {sizes}));
+  Buffer input = random_input(ScalarType::Float32, sizes, 5);
+  Buffer output;
+  output.bytes.resize(5 * 16 * sizeof(float));
+  output.tensor = Tensor(ScalarType::Float32, {5, 1, 1, 16}, output.bytes.data());
+  std::vector<const Tensor*> in = {&input.tensor};
+  std::vector<Tensor*> out = {&output.tensor};
+  KILN_RETURN_IF_ERROR(session.run(in, out));
+  return output;
+}
+
+// A recurrent cell's W and R are only packed (kiln's LSTM loops for a small batch, oneDNN's
+// GRU): a warm load takes them from the artifact and never reads the package's copies, a cold
+// one checks them before packing; the bias, read as it is, is checked on every build.
+TEST(WeightCheck, RecurrentWeightsAreCheckedWhenPackedAndTheBiasWhenRead) {
+  for (const std::string op : {"LSTM", "GRU"}) {
+    SCOPED_TRACE(op);
+    TempDir dir("recurrent_" + op);
+    cache::ModelCache cache(dir.path.string());
+    PackageBytes good(recurrent_model(op));
+    auto good_view = package::PackageView::open(good.span(), package::WeightCheck::OnFirstUse);
+    ASSERT_TRUE(good_view.ok());
+    auto cold = load(*good_view, &cache);
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    auto expected = run_recurrent(**cold);
+    ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+    wait_for_background_stores();
+
+    PackageBytes packed_only(recurrent_model(op));
+    packed_only.corrupt("w");
+    packed_only.corrupt("r");
+    auto packed_view =
+        package::PackageView::open(packed_only.span(), package::WeightCheck::OnFirstUse);
+    ASSERT_TRUE(packed_view.ok());
+    auto warm = load(*packed_view, &cache);
+    ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+    EXPECT_EQ((*warm)->load_report().cache, "hit");
+    auto actual = run_recurrent(**warm);
+    ASSERT_TRUE(actual.ok()) << actual.status().to_string();
+    EXPECT_EQ(std::memcmp(actual->bytes.data(), expected->bytes.data(), actual->bytes.size()), 0);
+    EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);
+
+    TempDir empty("recurrent_cold_" + op);
+    cache::ModelCache fresh(empty.path.string());
+    auto uncached = load(*packed_view, &fresh);
+    ASSERT_FALSE(uncached.ok());
+    EXPECT_EQ(uncached.error(), Error::InvalidProgram);
+    EXPECT_THAT(uncached.status().message(), HasSubstr("does not match its bytes"));
+
+    PackageBytes read(recurrent_model(op));
+    read.corrupt("b");
+    auto read_view = package::PackageView::open(read.span(), package::WeightCheck::OnFirstUse);
+    ASSERT_TRUE(read_view.ok());
+    auto warm_bad_bias = load(*read_view, &cache);
+    ASSERT_TRUE(warm_bad_bias.ok()) << warm_bad_bias.status().to_string();
+    auto failed = run_recurrent(**warm_bad_bias);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.error(), Error::InvalidProgram);
+    EXPECT_THAT(failed.status().message(), HasSubstr("'b'"));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::engine
