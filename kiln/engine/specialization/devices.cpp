@@ -5,6 +5,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #define KILN_HAVE_CPUID 1
+#if __has_include(<sys/platform/x86.h>)  // glibc 2.33 and later
+#include <sys/platform/x86.h>
+#define KILN_HAVE_GLIBC_X86 1
+#endif
 #endif
 
 #include <algorithm>
@@ -83,11 +87,50 @@ const CpuInfo& read_cpuinfo() {
   return info;
 }
 
-#if defined(KILN_HAVE_CPUID)
+#if defined(KILN_HAVE_GLIBC_X86)
+// The code features of this x86 CPU that the OS has enabled, under the names /proc/cpuinfo's
+// flags give them, as glibc found them at start-up ("active": the CPU has the feature and the
+// OS saves its register state). Asking the CPU again costs: each cpuid exits a virtual machine,
+// about 10 us there, and reading /proc/cpuinfo about 0.3 ms of every process's first load.
+std::vector<std::string> x86_code_features() {
+  const std::pair<bool, const char*> features[] = {
+      {CPU_FEATURE_ACTIVE(SSE4_1), "sse4_1"},
+      {CPU_FEATURE_ACTIVE(SSE4_2), "sse4_2"},
+      {CPU_FEATURE_ACTIVE(AVX), "avx"},
+      {CPU_FEATURE_ACTIVE(FMA), "fma"},
+      {CPU_FEATURE_ACTIVE(F16C), "f16c"},
+      {CPU_FEATURE_ACTIVE(AVX2), "avx2"},
+      {CPU_FEATURE_ACTIVE(AVX_VNNI), "avx_vnni"},
+      {CPU_FEATURE_ACTIVE(AVX512F), "avx512f"},
+      {CPU_FEATURE_ACTIVE(AVX512DQ), "avx512dq"},
+      {CPU_FEATURE_ACTIVE(AVX512_IFMA), "avx512ifma"},
+      {CPU_FEATURE_ACTIVE(AVX512CD), "avx512cd"},
+      {CPU_FEATURE_ACTIVE(AVX512BW), "avx512bw"},
+      {CPU_FEATURE_ACTIVE(AVX512VL), "avx512vl"},
+      {CPU_FEATURE_ACTIVE(AVX512_VBMI), "avx512vbmi"},
+      {CPU_FEATURE_ACTIVE(AVX512_VBMI2), "avx512_vbmi2"},
+      {CPU_FEATURE_ACTIVE(AVX512_VNNI), "avx512_vnni"},
+      {CPU_FEATURE_ACTIVE(AVX512_BITALG), "avx512_bitalg"},
+      {CPU_FEATURE_ACTIVE(AVX512_VPOPCNTDQ), "avx512_vpopcntdq"},
+      {CPU_FEATURE_ACTIVE(AVX512_BF16), "avx512_bf16"},
+      {CPU_FEATURE_ACTIVE(AVX512_FP16), "avx512_fp16"},
+      {CPU_FEATURE_ACTIVE(AMX_TILE), "amx_tile"},
+      {CPU_FEATURE_ACTIVE(AMX_BF16), "amx_bf16"},
+      {CPU_FEATURE_ACTIVE(AMX_INT8), "amx_int8"},
+  };
+  std::vector<std::string> out;
+  for (const auto& [has, name] : features) {
+    if (has) out.emplace_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+#elif defined(KILN_HAVE_CPUID)
 // The code features of this x86 CPU that the OS has enabled, by cpuid and xgetbv, under the
-// names /proc/cpuinfo's flags give them: a microsecond, where reading /proc/cpuinfo costs about
-// 0.3 ms of every process's first load. Like the kernel, a feature whose register state the
-// OS does not save (XCR0) is absent, and the AVX-512 extensions need AVX-512F.
+// names /proc/cpuinfo's flags give them: a few cpuid instructions (microseconds; about 10 us
+// each in a virtual machine), where reading /proc/cpuinfo costs about 0.3 ms of every
+// process's first load. Like the kernel, a feature whose register state the OS does not save
+// (XCR0) is absent, and the AVX-512 extensions need AVX-512F.
 std::vector<std::string> x86_code_features() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   std::vector<std::string> out;
