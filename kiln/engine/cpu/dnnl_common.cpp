@@ -4,13 +4,24 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
 dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = [] {
+    // oneDNN registers each kernel it generates with VTune by default: its first one looks
+    // for VTune's library (libJitPI.so) along the whole library path, dozens of failed opens,
+    // 0.1-0.2 ms of every process's first specialization. Only when the environment asks for
+    // a profiler (DNNL_JIT_PROFILE / ONEDNN_JIT_PROFILE) does oneDNN keep its own setting.
+    if (std::getenv("DNNL_JIT_PROFILE") == nullptr &&
+        std::getenv("ONEDNN_JIT_PROFILE") == nullptr) {
+      (void)dnnl_set_jit_profiling_flags(0);
+    }
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 
