@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,15 @@ struct PackKey {
 /// unchanged while the store lives.
 class PackedConstants {
  public:
+  PackedConstants() = default;
+  /// A store staged over `base` (which must outlive it) for one build whose adopted bytes are
+  /// not yet trusted (a cache entry whose payload is still being checked): `get` serves what
+  /// this store holds, then what `base` holds, and packs what neither does here; `adopt` and
+  /// the counters stay here until `base->absorb(this)`.
+  explicit PackedConstants(const PackedConstants* base) : base_(base) {}
+  PackedConstants(const PackedConstants&) = delete;
+  PackedConstants& operator=(const PackedConstants&) = delete;
+
   /// The bytes of `key` (`size` bytes, 64-byte aligned): the ones held, else fresh storage
   /// filled by `pack`. Errors: InvalidExternalData when held bytes of `key` have another size
   /// (an artifact that does not match the op); any error of `pack` (nothing is kept then).
@@ -52,6 +62,11 @@ class PackedConstants {
   /// when `bytes` is not 64-byte aligned.
   runtime::Status adopt(const PackKey& key, runtime::Span<const uint8_t> bytes,
                         std::shared_ptr<const void> owner);
+
+  /// Takes over what `staged` (a store staged over this one) holds and counted: its packings
+  /// (a key held here keeps its bytes) and its counters. `staged` stays valid; this store
+  /// keeps it alive while it holds bytes of its storage.
+  void absorb(const std::shared_ptr<PackedConstants>& staged);
 
   /// One held packing.
   struct Entry {
@@ -72,9 +87,15 @@ class PackedConstants {
 
  private:
   struct Held {
-    std::shared_ptr<const void> owner;  ///< Keeps adopted bytes alive (none: in `pool_`).
+    std::shared_ptr<const void> owner;  ///< Keeps the bytes alive (none: in `pool_`).
     runtime::Span<const uint8_t> bytes;
+    bool adopted = false;  ///< Given by `adopt` (here or in a staged store absorbed).
   };
+  // The bytes held of `key` (checked against `size`) and whether they were adopted; nullopt
+  // when none. Caller holds `mutex_`.
+  runtime::Result<std::optional<Held>> find_locked(const PackKey& key, size_t size) const;
+
+  const PackedConstants* base_ = nullptr;
   mutable std::mutex mutex_;
   std::map<PackKey, Held> held_;
   runtime::BulkPool pool_;  ///< Where bytes packed here live.

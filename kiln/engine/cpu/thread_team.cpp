@@ -79,6 +79,15 @@ bool move_this_thread(const std::vector<int>& targets) {
 #endif
 }
 
+int this_cpu() { return current_cpu(); }
+
+bool move_off_creator_cpu(int creator_cpu) {
+  if (creator_cpu < 0 || current_cpu() != creator_cpu) return false;
+  std::vector<int> others = allowed_cpus();
+  others.erase(std::remove(others.begin(), others.end(), creator_cpu), others.end());
+  return !others.empty() && move_this_thread(others);
+}
+
 int team_size(int num_threads) { return num_threads > 0 ? num_threads : omp_get_max_threads(); }
 
 TeamStart start_thread_team(int num_threads) {

@@ -44,4 +44,12 @@ std::vector<int> cpus_to_move_to(const std::vector<int>& member_cpus, int member
 /// (no target it may run on, or not Linux).
 bool move_this_thread(const std::vector<int>& targets);
 
+/// The CPU the calling thread runs on (-1 outside Linux).
+int this_cpu();
+
+/// For a helper thread started by a thread on `creator_cpu` (`this_cpu()` there): when the
+/// helper runs on that CPU too, moves it to another it may run on (as `move_this_thread`), so
+/// the two do not take turns on one CPU (see above). True when it moved.
+bool move_off_creator_cpu(int creator_cpu);
+
 }  // namespace kiln::engine::cpu

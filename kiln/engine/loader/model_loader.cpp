@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <system_error>
+#include <thread>
 
 namespace kiln::engine {
 
@@ -364,22 +365,54 @@ void build_now(LoadedModel& loaded, const std::vector<artifact::FunctionRecord>&
   }
 }
 
-// Checks `entry`'s payload on a thread of its own, or inline when it is small (starting a
-// thread, 0.1-0.3 ms, costs more than hashing a few megabytes) or no thread can be started.
-std::future<Status> start_check(const cache::MappedEntry& entry) {
-  constexpr size_t kThreadedCheckBytes = size_t{4} << 20;
-  auto inline_check = [&entry] {
-    std::promise<Status> done;
-    done.set_value(entry.check_payload());
-    return done.get_future();
-  };
-  if (entry.payload().size() < kThreadedCheckBytes) return inline_check();
-  try {
-    return std::async(std::launch::async, [entry] { return entry.check_payload(); });
-  } catch (const std::system_error&) {
-    return inline_check();
+// The check of a cache entry's payload, run while the caller builds from it. A large payload
+// (hashing it takes longer than starting a thread, 0.1-0.3 ms) gets a helper thread; whoever
+// claims the check first, the helper or the caller asking for the result, hashes it. A helper
+// that starts late (on a virtual machine, starting a thread on an idle CPU has taken several
+// milliseconds) finds it taken and leaves, so the caller never waits longer than the hash
+// itself takes.
+class PayloadChecker {
+ public:
+  PayloadChecker() = default;
+  explicit PayloadChecker(const cache::MappedEntry& entry)
+      : shared_(std::make_shared<Shared>(entry)) {
+    constexpr size_t kThreadedCheckBytes = size_t{4} << 20;
+    if (entry.payload().size() < kThreadedCheckBytes) return;
+    std::future<Status> result = shared_->helper_result.get_future();
+    try {
+      std::thread([shared = shared_, creator = cpu::this_cpu()] {
+        int unclaimed = 0;
+        if (!shared->claimed.compare_exchange_strong(unclaimed, kHelper)) return;
+        // Sharing the builder's CPU, the check would only take turns with the build.
+        cpu::move_off_creator_cpu(creator);
+        shared->helper_result.set_value(shared->entry.check_payload());
+      }).detach();
+      helper_ = std::move(result);
+    } catch (const std::system_error&) {
+      // No thread: the caller checks it.
+    }
   }
-}
+  bool valid() const { return shared_ != nullptr; }
+  /// The check's result: hashed now unless the helper claimed it first, then its result.
+  Status get() {
+    int unclaimed = 0;
+    if (shared_->claimed.compare_exchange_strong(unclaimed, kCaller)) {
+      return shared_->entry.check_payload();
+    }
+    return helper_.get();
+  }
+
+ private:
+  static constexpr int kHelper = 1, kCaller = 2;
+  struct Shared {
+    explicit Shared(cache::MappedEntry e) : entry(std::move(e)) {}
+    const cache::MappedEntry entry;  // keeps the mapping alive for a helper that starts late
+    std::atomic<int> claimed{0};
+    std::promise<Status> helper_result;
+  };
+  std::shared_ptr<Shared> shared_;
+  std::future<Status> helper_;
+};
 
 // Whether `records` name exactly `functions` with their shapes, in order.
 bool same_functions(const std::vector<artifact::FunctionRecord>& records,
@@ -411,7 +444,14 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   cache::ModelCache cache(cache_dir_, cache_options_);
   LoadReport lookup;  // its warnings: an unusable entry is rebuilt and replaced
   const auto lookup_start = std::chrono::steady_clock::now();
-  std::optional<Adopted> cached = adopt_cached(cache, key, *compile_.packed, lookup);
+  // The entry's packed weights go into a store of this build's own, staged over the model's:
+  // its payload is hashed (on a second thread when large) while the plan is built from them,
+  // and they reach the model's store, where other functions would use them, once it passes.
+  auto staged = std::make_shared<cpu::PackedConstants>(compile_.packed.get());
+  std::optional<Adopted> cached =
+      adopt_cached(cache, key, *staged, lookup, cache::PayloadCheck::Later);
+  PayloadChecker check;
+  if (cached && cached->unchecked) check = PayloadChecker(*cached->unchecked);
   const double lookup_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lookup_start)
           .count();
@@ -420,24 +460,47 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   const bool recorded = cached && cached->functions.size() == 1 &&
                         cached->functions[0].name == bound.name &&
                         cached->functions[0].input_sizes == bound.sizes;
-  compile::CompileOptions trusted = compile_;
-  trusted.proofs_recorded = recorded;
-  KILN_ASSIGN_OR_RETURN(auto compiled,
-                        compile::specialize(model_, bound.name, bound.sizes, options_, trusted));
+  std::optional<Result<std::unique_ptr<compile::CompiledFunction>>> compiled;
+  if (cached) {
+    compile::CompileOptions trusted = compile_;
+    trusted.proofs_recorded = recorded;
+    trusted.packed = staged;
+    compiled = compile::specialize(model_, bound.name, bound.sizes, options_, trusted);
+    if (check.valid()) {
+      const auto wait_start = std::chrono::steady_clock::now();
+      Status verified = check.get();
+      if (profiling::enabled()) {
+        profiling::add_build_phase(bound.name, profiling::shapes_text(bound.sizes),
+                                   "cache entry check (what the build did not hide)",
+                                   std::chrono::duration<double, std::milli>(
+                                       std::chrono::steady_clock::now() - wait_start)
+                                       .count());
+      }
+      if (!verified.ok()) {
+        // Nothing built from the entry has left this build: drop it, rebuild and replace it.
+        cache.reject(*cached->unchecked, verified.message());
+        cached.reset();
+      }
+    }
+    if (cached) compile_.packed->absorb(staged);
+  }
+  if (!cached) compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
   if (profiling::enabled()) {  // the lookup came first: the build's first phase
     profiling::add_build_phase(
         bound.name, profiling::shapes_text(bound.sizes),
-        recorded ? "cache lookup (entry adopted)" : "cache lookup (no entry for these shapes)",
+        cached && recorded ? "cache lookup (entry adopted)"
+                           : "cache lookup (no entry for these shapes)",
         lookup_ms, profiling::PhaseAt::Front);
   }
-  artifact::FunctionRecord record = record_of(*compiled, bound.name, bound.sizes);
-  if (recorded && cached->functions[0] != record) {
-    KILN_ASSIGN_OR_RETURN(compiled,
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompiledFunction> built, std::move(*compiled));
+  artifact::FunctionRecord record = record_of(*built, bound.name, bound.sizes);
+  if (cached && recorded && cached->functions[0] != record) {
+    KILN_ASSIGN_OR_RETURN(built,
                           compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
-    record = record_of(*compiled, bound.name, bound.sizes);
-  } else if (recorded) {
+    record = record_of(*built, bound.name, bound.sizes);
+  } else if (cached && recorded) {
     shape_hits_.fetch_add(1);
-    return compiled;
+    return built;
   }
   // A miss, or an entry whose plan differs: store this one (packed weights of every shape
   // so far, so that the next process adopts what it needs whatever it binds first).
@@ -455,7 +518,7 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
     store();
   }
   shape_stores_.fetch_add(1);
-  return compiled;
+  return built;
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
@@ -524,7 +587,7 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load_with_hash(
     }
   }
   if (cached && cached->unchecked) {
-    std::future<Status> check = start_check(*cached->unchecked);
+    PayloadChecker check(*cached->unchecked);
     if (hit) build_now(*loaded, cached->functions, compile.build_on_hit);
     Status verified = check.get();
     if (!verified.ok()) {

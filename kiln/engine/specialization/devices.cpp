@@ -6,7 +6,10 @@
 #include <cpuid.h>
 #define KILN_HAVE_CPUID 1
 #if __has_include(<sys/platform/x86.h>)  // glibc 2.33 and later
+// The header is C: its inline functions return _Bool, which Clang's C++ does not know.
+#define _Bool bool  // NOLINT(bugprone-reserved-identifier)
 #include <sys/platform/x86.h>
+#undef _Bool
 #define KILN_HAVE_GLIBC_X86 1
 #endif
 #endif
