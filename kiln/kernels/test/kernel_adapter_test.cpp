@@ -127,7 +127,7 @@ TEST(KernelRegistry, EveryReferenceOpIsRegistered) {
                          "RNN", "GRU", "LSTM", "MatMulInteger", "QLinearMatMul",
                          "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
                          "LayerNormalization", "RMSNormalization", "BatchNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization", "Dropout", "Trilu", "CumSum", "TopK", "Hardmax", "EyeLike", "IsNaN", "IsInf", "Shrink", "Softsign", "Celu", "Mish", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "BitShift", "Det",
-                         "CastLike"}) {
+                         "CastLike", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) {
     EXPECT_NE(runtime::get_kernel(op), nullptr) << op;
   }
 }
