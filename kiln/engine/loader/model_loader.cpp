@@ -9,6 +9,7 @@
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/cache_entries.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
 
@@ -18,14 +19,19 @@
 #include <future>
 #include <optional>
 #include <set>
-#include <system_error>
-#include <thread>
 
 namespace kiln::engine {
 
 using runtime::Error;
 using runtime::Result;
 using runtime::Status;
+using loader_detail::Adopted;
+using loader_detail::PayloadChecker;
+using loader_detail::StaticFunction;
+using loader_detail::adopt_cached;
+using loader_detail::layout_payload;
+using loader_detail::make_cache_key;
+using loader_detail::static_functions;
 
 namespace {
 
@@ -267,93 +273,6 @@ namespace {
 // entries of older plans are not adopted.
 constexpr char kEngineVersion[] = "kiln-engine 27";
 
-struct StaticFunction {
-  std::string name;
-  std::vector<std::vector<int64_t>> sizes;
-};
-
-std::vector<StaticFunction> static_functions(const ir::Model& model) {
-  std::vector<StaticFunction> out;
-  for (const ir::Graph& graph : model.functions) {
-    StaticFunction f{graph.name, {}};
-    bool is_static = true;
-    for (int input : graph.inputs) {
-      auto sizes = graph.values[static_cast<size_t>(input)].type.static_sizes();
-      is_static = is_static && sizes.has_value();
-      if (sizes) f.sizes.push_back(*sizes);
-    }
-    if (is_static) out.push_back(std::move(f));
-  }
-  return out;
-}
-
-// The key of the artifact of `functions` (the static functions of the model `model_hash`).
-cache::CacheKey make_cache_key(uint64_t model_hash, const std::vector<StaticFunction>& functions,
-                               const specialization::SpecializationOptions& options,
-                               const compile::CompileOptions& compile) {
-  cache::CacheKey key;
-  key.model_hash = model_hash;
-  for (const StaticFunction& f : functions) {
-    key.functions.push_back(f.name);
-    key.input_shapes.push_back(f.sizes);
-  }
-  key.specialization = options.identifier() + (compile.fuse ? "" : ";fuse=0") +
-                       (compile.propagate_layouts ? "" : ";layouts=0") +
-                       (compile.winograd ? "" : ";winograd=0") +
-                       (compile.small_ops_own_loops ? "" : ";small=0") +
-                       // Plans differ by thread count (scratch sizes, ops on one thread).
-                       ";threads=" + std::to_string(cpu::team_size(compile.num_threads));
-  key.engine_version = engine_version();
-  key.cpu_features = specialization::cpu_features();
-  return key;
-}
-
-// The artifact payload of `records` and every packing of `packed`, as pieces pointing into it.
-void layout_payload(const std::vector<artifact::FunctionRecord>& records,
-                    const cpu::PackedConstants& packed, artifact::ArtifactPieces& out) {
-  std::vector<artifact::PackedRecord> packings;
-  for (const cpu::PackedConstants::Entry& e : packed.entries()) {
-    packings.push_back(artifact::PackedRecord{e.key, e.bytes});
-  }
-  artifact::layout_artifact(records, packings, out);
-}
-
-// What a cache lookup found: the artifact's function records and how many packed weights
-// were adopted from it.
-struct Adopted {
-  std::vector<artifact::FunctionRecord> functions;
-  uint64_t num_packed = 0;
-  /// Looked up with PayloadCheck::Later: the entry, whose payload (the adopted packed
-  /// weights) must pass `check_payload` before anything built from it is used.
-  std::optional<cache::MappedEntry> unchecked;
-};
-
-// Looks the artifact up and adopts its packed weights; returns its records on a hit.
-std::optional<Adopted> adopt_cached(cache::ModelCache& cache, const cache::CacheKey& key,
-                                    cpu::PackedConstants& packed, LoadReport& report,
-                                    cache::PayloadCheck payload_check = cache::PayloadCheck::Now) {
-  auto entry = cache.lookup(key, payload_check);
-  if (!entry.ok() || !entry->has_value()) return std::nullopt;
-  const cache::MappedEntry& mapped = **entry;
-  auto view = artifact::read_artifact(mapped.payload());
-  if (!view.ok()) {
-    report.warnings.push_back("cache entry " + mapped.path() +
-                              " not used: " + view.status().message());
-    return std::nullopt;
-  }
-  for (const artifact::PackedRecord& record : view->packed) {
-    Status adopted = packed.adopt(record.key, record.bytes, mapped.owner());
-    if (!adopted.ok()) {
-      report.warnings.push_back("cache entry " + mapped.path() + " not used: " + adopted.message());
-      return std::nullopt;
-    }
-  }
-  report.cache_entry = mapped.path();
-  std::optional<cache::MappedEntry> unchecked;
-  if (!mapped.payload_checked()) unchecked = mapped;
-  return Adopted{std::move(view->functions), view->packed.size(), std::move(unchecked)};
-}
-
 // Builds the functions of `records` named in `names` (bound lazily from a hit) now. A build
 // that fails is left for the function's first use, which reports it (as without this).
 void build_now(LoadedModel& loaded, const std::vector<artifact::FunctionRecord>& records,
@@ -365,55 +284,6 @@ void build_now(LoadedModel& loaded, const std::vector<artifact::FunctionRecord>&
   }
 }
 
-// The check of a cache entry's payload, run while the caller builds from it. A large payload
-// (hashing it takes longer than starting a thread, 0.1-0.3 ms) gets a helper thread; whoever
-// claims the check first, the helper or the caller asking for the result, hashes it. A helper
-// that starts late (on a virtual machine, starting a thread on an idle CPU has taken several
-// milliseconds) finds it taken and leaves, so the caller never waits longer than the hash
-// itself takes.
-class PayloadChecker {
- public:
-  PayloadChecker() = default;
-  explicit PayloadChecker(const cache::MappedEntry& entry)
-      : shared_(std::make_shared<Shared>(entry)) {
-    constexpr size_t kThreadedCheckBytes = size_t{4} << 20;
-    if (entry.payload().size() < kThreadedCheckBytes) return;
-    std::future<Status> result = shared_->helper_result.get_future();
-    try {
-      std::thread([shared = shared_, creator = cpu::this_cpu()] {
-        int unclaimed = 0;
-        if (!shared->claimed.compare_exchange_strong(unclaimed, kHelper)) return;
-        // Sharing the builder's CPU, the check would only take turns with the build.
-        cpu::move_off_creator_cpu(creator);
-        shared->helper_result.set_value(shared->entry.check_payload());
-      }).detach();
-      helper_ = std::move(result);
-    } catch (const std::system_error&) {
-      // No thread: the caller checks it.
-    }
-  }
-  bool valid() const { return shared_ != nullptr; }
-  /// The check's result: hashed now unless the helper claimed it first, then its result.
-  Status get() {
-    int unclaimed = 0;
-    if (shared_->claimed.compare_exchange_strong(unclaimed, kCaller)) {
-      return shared_->entry.check_payload();
-    }
-    return helper_.get();
-  }
-
- private:
-  static constexpr int kHelper = 1, kCaller = 2;
-  struct Shared {
-    explicit Shared(cache::MappedEntry e) : entry(std::move(e)) {}
-    const cache::MappedEntry entry;  // keeps the mapping alive for a helper that starts late
-    std::atomic<int> claimed{0};
-    std::promise<Status> helper_result;
-  };
-  std::shared_ptr<Shared> shared_;
-  std::future<Status> helper_;
-};
-
 // Whether `records` name exactly `functions` with their shapes, in order.
 bool same_functions(const std::vector<artifact::FunctionRecord>& records,
                     const std::vector<StaticFunction>& functions) {
@@ -424,6 +294,27 @@ bool same_functions(const std::vector<artifact::FunctionRecord>& records,
     }
   }
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+// Whether `entry`'s payload passes `check` (the profile records the wait the build did not
+// hide); a failing entry is given to `cache.reject`.
+bool passes(PayloadChecker& check, cache::ModelCache& cache, const cache::MappedEntry& entry,
+            const BoundFunction& bound) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  Status verified = check.get();
+  if (profiling::enabled()) {
+    profiling::add_build_phase(
+        bound.name, profiling::shapes_text(bound.sizes),
+        "cache entry check (what the build did not hide)",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
+            .count());
+  }
+  if (!verified.ok()) cache.reject(entry, verified.message());
+  return verified.ok();
 }
 
 }  // namespace
@@ -466,21 +357,8 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
     trusted.proofs_recorded = recorded;
     trusted.packed = staged;
     compiled = compile::specialize(model_, bound.name, bound.sizes, options_, trusted);
-    if (check.valid()) {
-      const auto wait_start = std::chrono::steady_clock::now();
-      Status verified = check.get();
-      if (profiling::enabled()) {
-        profiling::add_build_phase(bound.name, profiling::shapes_text(bound.sizes),
-                                   "cache entry check (what the build did not hide)",
-                                   std::chrono::duration<double, std::milli>(
-                                       std::chrono::steady_clock::now() - wait_start)
-                                       .count());
-      }
-      if (!verified.ok()) {
-        // Nothing built from the entry has left this build: drop it, rebuild and replace it.
-        cache.reject(*cached->unchecked, verified.message());
-        cached.reset();
-      }
+    if (check.valid() && !passes(check, cache, *cached->unchecked, bound)) {
+      cached.reset();  // nothing built from it has left this build: rebuilt and replaced
     }
     if (cached) compile_.packed->absorb(staged);
   }
@@ -504,6 +382,12 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   }
   // A miss, or an entry whose plan differs: store this one (packed weights of every shape
   // so far, so that the next process adopts what it needs whatever it binds first).
+  store_shape(key, record);
+  return built;
+}
+
+void LoadedModel::store_shape(const cache::CacheKey& key,
+                              const artifact::FunctionRecord& record) const {
   std::vector<artifact::FunctionRecord> records = {record};
   auto store = [dir = cache_dir_, options = cache_options_, key, hash = model_hash_,
                 records = std::move(records), packed = compile_.packed] {
@@ -518,7 +402,6 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
     store();
   }
   shape_stores_.fetch_add(1);
-  return built;
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(

@@ -19,6 +19,10 @@
 #include <string_view>
 #include <vector>
 
+namespace kiln::engine::artifact {
+struct FunctionRecord;
+}  // namespace kiln::engine::artifact
+
 namespace kiln::engine::package {
 class PackageView;
 }
@@ -183,6 +187,9 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// packed weights (adopted, not packed again); else the artifact is stored after.
   runtime::Result<std::unique_ptr<compile::CompiledFunction>> specialize_shape(
       const BoundFunction& bound) const;
+  /// Stores the artifact of `record` under `key` (in the background when the options say so):
+  /// its plan and every packing of the model so far.
+  void store_shape(const cache::CacheKey& key, const artifact::FunctionRecord& record) const;
 
   const ir::Model& model_;
   specialization::SpecializationOptions options_;

@@ -5,6 +5,7 @@
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/test/loader_test_util.h>
 #include <kiln/engine/specialization/devices.h>
 
 #include <filesystem>
@@ -15,6 +16,8 @@ namespace kiln::engine {
 namespace {
 
 using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+using loader_test::flip_payload_byte;
+using loader_test::TempDir;
 
 constexpr int kNumFunctions = 4;
 
@@ -69,19 +72,6 @@ void expect_equal(const Buffer& actual, const Buffer& expected) {
   EXPECT_EQ(std::memcmp(actual.bytes.data(), expected.bytes.data(), actual.bytes.size()), 0);
 }
 
-/// A fresh directory under the test temp dir, removed at the end.
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::path(::testing::TempDir()) / ("kiln_lazy_" + name)) {
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() {
-    wait_for_background_stores();
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::filesystem::path path;
-};
 
 // A cold (eager) load's output of every function, after storing the artifact in `dir`.
 std::vector<Buffer> cold_outputs(const ir::Model& model, const std::string& dir,
@@ -178,16 +168,6 @@ TEST(LazyBinding, BuildOnHitBuildsThoseFunctionsDuringTheLoad) {
   EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // every weight came from the entry
 }
 
-// Flips a byte in the packed weights near the end of `entry`'s file: every field but the
-// payload checksum still reads.
-void flip_payload_byte(const cache::CacheEntryInfo& entry) {
-  std::fstream file(entry.path, std::ios::in | std::ios::out | std::ios::binary);
-  file.seekg(static_cast<std::streamoff>(entry.size_bytes - 5));
-  char byte = 0;
-  file.get(byte);
-  file.seekp(static_cast<std::streamoff>(entry.size_bytes - 5));
-  file.put(static_cast<char>(byte ^ 0x10));
-}
 
 // A payload that fails its checksum while `build_on_hit` builds: nothing built from it is
 // kept; the entry is removed and the load is a miss that rebuilds and stores it.

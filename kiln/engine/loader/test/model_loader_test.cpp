@@ -4,6 +4,7 @@
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/test/loader_test_util.h>
 #include <kiln/engine/specialization/devices.h>
 
 #include <filesystem>
@@ -13,6 +14,8 @@ namespace kiln::engine {
 namespace {
 
 using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+using loader_test::expect_binds_like_reference;
+using loader_test::TempDir;
 
 TEST(ModelLoader, LoadsBindsRunsAndReportsPlacement) {
   ir::Model model = conv_residual_model();
@@ -81,31 +84,6 @@ struct PackageBytes {
   std::unique_ptr<package::PackageView> view;
 };
 
-/// A fresh directory under the test temp dir, removed at the end.
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::path(::testing::TempDir()) / ("kiln_loader_" + name)) {
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
-};
-
-/// Binds `main` of `model` to one input of `sizes`, runs it on seeded data and checks it
-/// against the reference interpreter.
-void expect_binds_like_reference(LoadedModel& loaded, const ir::Model& model,
-                                 const std::vector<int64_t>& sizes, uint32_t seed = 9) {
-  auto session = loaded.bind("main", {sizes});
-  ASSERT_TRUE(session.ok()) << session.status().to_string();
-  std::vector<Buffer> inputs;
-  inputs.push_back(random_input(ScalarType::Float32, sizes, seed));
-  std::vector<const Tensor*> in = {&inputs[0].tensor};
-  auto expected = interpret(model, in);
-  auto outputs = output_buffers(**session->function());
-  std::vector<Tensor*> out = {&outputs[0].tensor};
-  ASSERT_TRUE(session->run(in, out).ok());
-  expect_close(outputs[0].tensor, expected[0].tensor);
-}
 
 /// The same for conv_residual_model at `batch`.
 void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int64_t batch = 1) {

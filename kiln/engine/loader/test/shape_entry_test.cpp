@@ -5,28 +5,16 @@
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/test/loader_test_util.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 namespace kiln::engine {
 namespace {
 
 using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+using loader_test::TempDir;
 
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::path(::testing::TempDir()) / ("kiln_shape_entry_" + name)) {
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() {
-    wait_for_background_stores();
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::filesystem::path path;
-};
 
 // x [n, 1024] x w [1024, 1100] -> y: one function of a symbolic batch whose entry (4.5 MB of
 // packed weights) is over the size hashed on a thread of its own.
@@ -54,33 +42,17 @@ const Case kCases[] = {
     {"large", large_matmul_model, {2, 1024}, true},
 };
 
-// Binds `case_.sizes`, runs on seeded data and checks the result against the interpreter.
 void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, const Case& c) {
-  auto session = loaded.bind("main", {c.sizes});
-  ASSERT_TRUE(session.ok()) << session.status().to_string();
-  std::vector<Buffer> inputs;
-  inputs.push_back(random_input(ScalarType::Float32, c.sizes, 3));
-  std::vector<const Tensor*> in = {&inputs[0].tensor};
-  auto expected = interpret(model, in);
-  auto outputs = output_buffers(**session->function());
-  std::vector<Tensor*> out = {&outputs[0].tensor};
-  ASSERT_TRUE(session->run(in, out).ok());
-  expect_close(outputs[0].tensor, expected[0].tensor);
+  loader_test::expect_binds_like_reference(loaded, model, c.sizes, 3);
 }
 
-// Flips a byte near the end of the only entry in `dir` (in the packed weights: every field but
-// the payload checksum still reads).
+// Flips a payload byte of the only entry in `dir`.
 void corrupt_the_entry(const std::string& dir) {
   cache::ModelCache cache(dir);
   auto entries = cache.list();
   ASSERT_TRUE(entries.ok());
   ASSERT_EQ(entries->size(), 1u);
-  std::fstream file(entries->front().path, std::ios::in | std::ios::out | std::ios::binary);
-  file.seekg(static_cast<std::streamoff>(entries->front().size_bytes - 5));
-  char byte = 0;
-  file.get(byte);
-  file.seekp(static_cast<std::streamoff>(entries->front().size_bytes - 5));
-  file.put(static_cast<char>(byte ^ 0x10));
+  loader_test::flip_payload_byte(entries->front());
 }
 
 TEST(ShapeEntry, AWarmShapeAdoptsTheEntryOnceItsPayloadPasses) {

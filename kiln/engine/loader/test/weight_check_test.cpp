@@ -4,6 +4,7 @@
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/test/loader_test_util.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 
@@ -14,6 +15,7 @@ namespace kiln::engine {
 namespace {
 
 using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+using loader_test::TempDir;
 
 const std::vector<int64_t> kSizes = {1, 8, 10, 10};
 
@@ -43,18 +45,6 @@ struct PackageBytes {
   size_t size = 0;
 };
 
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::path(::testing::TempDir()) / ("kiln_weight_check_" + name)) {
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() {
-    wait_for_background_stores();
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::filesystem::path path;
-};
 
 runtime::Result<Buffer> run(LoadedModel& model) {
   KILN_ASSIGN_OR_RETURN(Session session, model.bind("main", {kSizes}));
