@@ -16,8 +16,8 @@
 
 namespace kiln::kernels {
 
-using runtime::EValue;
 using runtime::Error;
+using runtime::EValue;
 using runtime::Result;
 using runtime::ScalarType;
 using runtime::Span;
@@ -89,8 +89,8 @@ Result<std::vector<int64_t>> check_inputs(std::string_view op, const Tensor& inp
     if (weight->dim() != 1 || weight->size(0) != in[1]) {
       return internal::invalid_argument(
           op, "input 2 (weight) has shape " +
-                  runtime::shape_to_string(std::vector<int64_t>(weight->sizes().begin(),
-                                                                weight->sizes().end())) +
+                  runtime::shape_to_string(
+                      std::vector<int64_t>(weight->sizes().begin(), weight->sizes().end())) +
                   " (expected [" + std::to_string(in[1]) + "], one weight per class)");
     }
   }
@@ -99,8 +99,8 @@ Result<std::vector<int64_t>> check_inputs(std::string_view op, const Tensor& inp
 }
 
 // The loss of `log_prob` (contiguous, [N, C, D...]) at `target` into `out`.
-Status nll(std::string_view op, const Tensor& log_prob, const Tensor& target,
-           const Tensor* weight, const LossOptions& options, Tensor& out) {
+Status nll(std::string_view op, const Tensor& log_prob, const Tensor& target, const Tensor* weight,
+           const LossOptions& options, Tensor& out) {
   const int64_t n = log_prob.size(0), classes = log_prob.size(1);
   const int64_t inner = n * classes == 0 ? 0 : log_prob.numel() / (n * classes);
   return dispatch<DtypeGroup::Float>(op, "input 0", log_prob.dtype(), [&](auto tag) -> Status {
@@ -183,7 +183,9 @@ Status sce_kernel(runtime::KernelContext& context, Span<EValue* const> inputs,
     log_prob = second->to_tensor();
   } else {
     own.resize(scores->nbytes());
-    log_prob = Tensor(scores->dtype(), std::vector<int64_t>(scores->sizes().begin(), scores->sizes().end()), own.data());
+    log_prob =
+        Tensor(scores->dtype(),
+               std::vector<int64_t>(scores->sizes().begin(), scores->sizes().end()), own.data());
   }
   KILN_RETURN_IF_ERROR(log_softmax(*scores, 1, *log_prob));
   return nll(kSce, *log_prob, *labels, weight, options, out->to_tensor());

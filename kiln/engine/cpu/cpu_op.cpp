@@ -97,6 +97,13 @@ Result<std::unique_ptr<CpuOp>> create_for(Factory factory, const OpDesc& desc, c
       auto small = desc.op == "Conv" ? dnnl_impl::create_small_conv(used)
                                      : dnnl_impl::create_small_matmul(used);
       if (small.ok() || small.error() != Error::NotSupported) return small;
+    } else if (own_loops && desc.op == "LayerNormalization" &&
+               leaves_tiny_work_to_reference(desc)) {
+      // A decoder's rows: kiln's row loops, without code generation, and faster than the
+      // reference kernel (GPT decode's layer normalizations: see row_norm_op.cpp).
+      auto rows = dnnl_impl::create_row_norm(used);
+      if (rows.ok() || rows.error() != Error::NotSupported) return rows;
+      return Status(Error::NotSupported, "create op '" + desc.op + "': " + rows.status().message());
     } else if (desc.small_ops_own_loops && leaves_tiny_work_to_reference(desc)) {
       return Status(Error::NotSupported,
                     "create op '" + desc.op +

@@ -2,8 +2,10 @@
 // RuntimeRows' row loops: oneDNN 2.6 has no RMS normalization (its layer normalization always
 // subtracts the mean), and its batch normalization, which could take an instance normalization's
 // rows as channels, computes their statistics on its reference-speed kernel in plain layouts (2.1
-// ms for 64 x 128 x 128 against 0.3 blocked). The op keeps its own copies of the constant
-// parameters, which RuntimeRows reads at each run.
+// ms for 64 x 128 x 128 against 0.3 blocked). Also LayerNormalizations of little work (a
+// decoder's one row), for which oneDNN's code generation would cost more than it saves and the
+// reference kernel is slow. The op keeps its own copies of the constant parameters, which
+// RuntimeRows reads at each run.
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/runtime_rows.h>
@@ -19,23 +21,29 @@ class RowNormOp final : public CpuOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc) {
     const bool instance = desc.op == "InstanceNormalization" || desc.op == "GroupNormalization";
-    const size_t num_params = instance ? 2 : 1;  // scale and B, or scale
+    const bool layer = desc.op == "LayerNormalization";
+    const bool layer_bias = layer && desc.inputs.size() == 3 && input_present(desc, 2);
+    // Scale and B, or scale.
+    const size_t num_params = instance || layer_bias ? 2 : 1;
     if (!own_vector_loops()) {
       return error(desc, Error::NotSupported,
                    "kiln's row loops need AVX-512 on this CPU (the reference kernel runs it)");
     }
     // (Activations after an instance or group normalization: RuntimeRows applies them.)
-    if (desc.inputs.size() != num_params + 1 || desc.num_outputs != 1 ||
+    const bool absent_bias = layer && !layer_bias && desc.inputs.size() == 3;
+    if ((desc.inputs.size() != num_params + 1 && !absent_bias) || desc.num_outputs != 1 ||
         (!instance && !desc.post_ops.empty())) {
       return error(desc, Error::NotSupported,
                    instance ? "expected X, scale and B, one output"
+                   : layer  ? "expected X, scale and optional B, one output, no post-ops"
                             : "expected X and scale, one output, no post-ops");
     }
     auto op = std::make_unique<RowNormOp>();
     op->instance_ = instance;
+    op->layer_ = layer;
     op->op_ = desc.op;
     OpDesc rows = desc;
-    rows.constants.assign(num_params + 1, nullptr);
+    rows.constants.assign(desc.inputs.size(), nullptr);
     for (size_t i = 1; i <= num_params; ++i) {
       const runtime::Tensor* param = input_constant(desc, i);
       const std::string name = i == 1 ? "scale" : "B";
@@ -64,6 +72,7 @@ class RowNormOp final : public CpuOp {
     return std::string("kiln rows: ") +
            (op_ == "GroupNormalization" ? "group normalization"
             : instance_                 ? "instance normalization"
+            : layer_                    ? "layer normalization"
                                         : "RMS normalization") +
            " (" + rows_->describe() + ")";
   }
@@ -80,6 +89,7 @@ class RowNormOp final : public CpuOp {
 
  private:
   bool instance_ = false;  ///< Instance or group normalization: X, scale and B.
+  bool layer_ = false;     ///< Layer normalization (of little work: see cpu_op.cpp).
   std::string op_;
   std::vector<TensorDesc> outputs_;
   std::vector<float> data_[2];

@@ -22,16 +22,16 @@
 
 namespace kiln::engine {
 
+using loader_detail::adopt_cached;
+using loader_detail::Adopted;
+using loader_detail::layout_payload;
+using loader_detail::make_cache_key;
+using loader_detail::PayloadChecker;
+using loader_detail::static_functions;
+using loader_detail::StaticFunction;
 using runtime::Error;
 using runtime::Result;
 using runtime::Status;
-using loader_detail::Adopted;
-using loader_detail::PayloadChecker;
-using loader_detail::StaticFunction;
-using loader_detail::adopt_cached;
-using loader_detail::layout_payload;
-using loader_detail::make_cache_key;
-using loader_detail::static_functions;
 
 namespace {
 
@@ -364,11 +364,10 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   }
   if (!cached) compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
   if (profiling::enabled()) {  // the lookup came first: the build's first phase
-    profiling::add_build_phase(
-        bound.name, profiling::shapes_text(bound.sizes),
-        cached && recorded ? "cache lookup (entry adopted)"
-                           : "cache lookup (no entry for these shapes)",
-        lookup_ms, profiling::PhaseAt::Front);
+    profiling::add_build_phase(bound.name, profiling::shapes_text(bound.sizes),
+                               cached && recorded ? "cache lookup (entry adopted)"
+                                                  : "cache lookup (no entry for these shapes)",
+                               lookup_ms, profiling::PhaseAt::Front);
   }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompiledFunction> built, std::move(*compiled));
   artifact::FunctionRecord record = record_of(*built, bound.name, bound.sizes);

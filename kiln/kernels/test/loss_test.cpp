@@ -9,8 +9,8 @@ namespace kiln::kernels {
 namespace {
 
 using namespace test_helpers;  // NOLINT(google-build-using-namespace): test helpers
-using runtime::EValue;
 using runtime::Error;
+using runtime::EValue;
 using runtime::Status;
 using ::testing::ElementsAre;
 
@@ -119,7 +119,8 @@ void check(const std::string& op, const LossCase& s, uint32_t seed) {
 }
 
 TEST(LossKernels, MatchTheNaiveLossOverShapesWeightsIgnoredClassesAndReductions) {
-  const std::vector<std::vector<int64_t>> shapes = {{3, 5}, {2, 4, 3}, {2, 3, 2, 4}, {1, 6, 1, 2, 3}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {3, 5}, {2, 4, 3}, {2, 3, 2, 4}, {1, 6, 1, 2, 3}};
   uint32_t seed = 1;
   for (const char* op : {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) {
     for (const auto& shape : shapes) {
@@ -188,8 +189,8 @@ TEST(LossKernels, BadInputsAreNamed) {
                "input 2 (weight) has shape [2] (expected [3], one weight per class)");
   auto vector = OwnedTensor::of<float>({3}, {1, 2, 3});
   EValue v(vector.tensor());
-  expect_error(run_kernel("SoftmaxCrossEntropyLoss", {&v, &gt}, {&result}),
-               Error::InvalidArgument, "input 0 has shape [3] (expected [N, C] or [N, C, d1, ...])");
+  expect_error(run_kernel("SoftmaxCrossEntropyLoss", {&v, &gt}, {&result}), Error::InvalidArgument,
+               "input 0 has shape [3] (expected [N, C] or [N, C, d1, ...])");
 }
 
 }  // namespace

@@ -15,7 +15,6 @@ namespace {
 using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
 using loader_test::TempDir;
 
-
 // x [n, 1024] x w [1024, 1100] -> y: one function of a symbolic batch whose entry (4.5 MB of
 // packed weights) is over the size hashed on a thread of its own.
 ir::Model large_matmul_model() {

@@ -45,7 +45,6 @@ struct PackageBytes {
   size_t size = 0;
 };
 
-
 runtime::Result<Buffer> run(LoadedModel& model) {
   KILN_ASSIGN_OR_RETURN(Session session, model.bind("main", {kSizes}));
   Buffer input = random_input(ScalarType::Float32, kSizes, 7);
