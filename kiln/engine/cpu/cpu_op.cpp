@@ -80,6 +80,8 @@ Result<std::unique_ptr<CpuOp>> create_for(Factory factory, const OpDesc& desc, c
   try {
     const bool own_loops_op = desc.op == "Conv" || desc.op == "MatMul" || desc.op == "Gemm";
     const bool pool_op = desc.op == "MaxPool" || desc.op == "AveragePool";
+    const bool rows_op =
+        desc.op == "LayerNormalization" || desc.op == "Softmax" || desc.op == "LogSoftmax";
     const bool own_loops = desc.small_ops_own_loops && own_vector_loops();
     if (own_loops && pool_op) {
       // Small pools in a producer's layout, and those of little work in any, on kiln's loops:
@@ -97,10 +99,9 @@ Result<std::unique_ptr<CpuOp>> create_for(Factory factory, const OpDesc& desc, c
       auto small = desc.op == "Conv" ? dnnl_impl::create_small_conv(used)
                                      : dnnl_impl::create_small_matmul(used);
       if (small.ok() || small.error() != Error::NotSupported) return small;
-    } else if (own_loops && desc.op == "LayerNormalization" &&
-               leaves_tiny_work_to_reference(desc)) {
+    } else if (own_loops && rows_op && leaves_tiny_work_to_reference(desc)) {
       // A decoder's rows: kiln's row loops, without code generation, and faster than the
-      // reference kernel (GPT decode's layer normalizations: see row_norm_op.cpp).
+      // reference kernel (GPT decode's layer normalizations and softmaxes: row_norm_op.cpp).
       auto rows = dnnl_impl::create_row_norm(used);
       if (rows.ok() || rows.error() != Error::NotSupported) return rows;
       return Status(Error::NotSupported, "create op '" + desc.op + "': " + rows.status().message());

@@ -2,10 +2,10 @@
 // RuntimeRows' row loops: oneDNN 2.6 has no RMS normalization (its layer normalization always
 // subtracts the mean), and its batch normalization, which could take an instance normalization's
 // rows as channels, computes their statistics on its reference-speed kernel in plain layouts (2.1
-// ms for 64 x 128 x 128 against 0.3 blocked). Also LayerNormalizations of little work (a
-// decoder's one row), for which oneDNN's code generation would cost more than it saves and the
-// reference kernel is slow. The op keeps its own copies of the constant parameters, which
-// RuntimeRows reads at each run.
+// ms for 64 x 128 x 128 against 0.3 blocked). Also LayerNormalizations, Softmaxes and
+// LogSoftmaxes of little work (a decoder's one row), for which oneDNN's code generation would
+// cost more than it saves and the reference kernel is slow. The op keeps its own copies of the
+// constant parameters, which RuntimeRows reads at each run.
 
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/runtime_rows.h>
@@ -23,8 +23,9 @@ class RowNormOp final : public CpuOp {
     const bool instance = desc.op == "InstanceNormalization" || desc.op == "GroupNormalization";
     const bool layer = desc.op == "LayerNormalization";
     const bool layer_bias = layer && desc.inputs.size() == 3 && input_present(desc, 2);
-    // Scale and B, or scale.
-    const size_t num_params = instance || layer_bias ? 2 : 1;
+    const bool softmax = desc.op == "Softmax" || desc.op == "LogSoftmax";
+    // Scale and B, or scale; none for a softmax.
+    const size_t num_params = softmax ? 0 : instance || layer_bias ? 2 : 1;
     if (!own_vector_loops()) {
       return error(desc, Error::NotSupported,
                    "kiln's row loops need AVX-512 on this CPU (the reference kernel runs it)");
@@ -34,9 +35,10 @@ class RowNormOp final : public CpuOp {
     if ((desc.inputs.size() != num_params + 1 && !absent_bias) || desc.num_outputs != 1 ||
         (!instance && !desc.post_ops.empty())) {
       return error(desc, Error::NotSupported,
-                   instance ? "expected X, scale and B, one output"
-                   : layer  ? "expected X, scale and optional B, one output, no post-ops"
-                            : "expected X and scale, one output, no post-ops");
+                   instance  ? "expected X, scale and B, one output"
+                   : layer   ? "expected X, scale and optional B, one output, no post-ops"
+                   : softmax ? "expected X, one output, no post-ops"
+                             : "expected X and scale, one output, no post-ops");
     }
     auto op = std::make_unique<RowNormOp>();
     op->instance_ = instance;
@@ -71,6 +73,8 @@ class RowNormOp final : public CpuOp {
   std::string describe() const override {
     return std::string("kiln rows: ") +
            (op_ == "GroupNormalization" ? "group normalization"
+            : op_ == "Softmax"          ? "softmax"
+            : op_ == "LogSoftmax"       ? "log-softmax"
             : instance_                 ? "instance normalization"
             : layer_                    ? "layer normalization"
                                         : "RMS normalization") +

@@ -378,42 +378,57 @@ TEST(Specialize, LayerNormSoftmaxAndAReferenceOnlyOp) {
   EXPECT_EQ(where["LayerNormalization"], "cpu:onednn");
   EXPECT_EQ(where["Softmax"], "cpu:onednn");
   EXPECT_EQ(where["TopK"], "cpu:reference");
-  // By default, work this small generates no code: the layer normalization runs on kiln's row
-  // loops, the rest on the reference kernels.
+  // By default, work this small generates no code: the layer normalization and the softmax
+  // run on kiln's row loops (with AVX-512), the rest on the reference kernels.
   auto small = check_against_reference(model, {{2, 5, 16}}, CompileOptions{});
   ASSERT_NE(small, nullptr);
   for (const auto& entry : small->placement()) {
-    const bool rows = entry.op == "LayerNormalization" && cpu::own_vector_loops();
+    const bool rows = entry.op != "TopK" && cpu::own_vector_loops();
     EXPECT_EQ(entry.device, rows ? "cpu:kiln" : "cpu:reference") << entry.op;
-    if (entry.op == "Softmax") {
+    if (!rows && entry.op == "Softmax") {
       EXPECT_THAT(entry.detail, HasSubstr("little work")) << entry.detail;
     }
   }
 }
 
-// A decoder's layer normalizations (one row of little work) on kiln's row loops, with and
-// without B, against the reference kernel; float statistics only (stash_type 11 stays there).
-TEST(Specialize, LayerNormsOfLittleWorkRunOnKilnsRows) {
-  for (int variant = 0; variant < 3; ++variant) {
-    SCOPED_TRACE(variant);
-    ModelBuilder b(17 + variant);
-    int x = b.input("x", {1, 1, 128});
-    int scale = b.weight("scale", {128});
-    int shift = b.weight("shift", {128});
-    int y = b.value("y", {1, 1, 128});
-    std::vector<int> inputs = {x, scale};
-    if (variant != 1) inputs.push_back(shift);
-    std::vector<ir::Attribute> attributes = {int_attr("axis", -1)};
-    if (variant == 2) attributes.push_back(int_attr("stash_type", 11));
-    b.node("LayerNormalization", inputs, {y}, attributes);
+// A decoder's layer normalizations and softmaxes (one row of little work) on kiln's row loops,
+// against the reference kernel: layer normalizations with and without B, float statistics only
+// (stash_type 11 stays on the reference kernel); softmaxes over the last axis only.
+TEST(Specialize, RowsOfLittleWorkRunOnKilnsRows) {
+  struct Variant {
+    const char* op;
+    bool bias;
+    std::vector<ir::Attribute> attributes;
+    bool rows;
+  };
+  const std::vector<Variant> variants = {
+      {"LayerNormalization", true, {int_attr("axis", -1)}, true},
+      {"LayerNormalization", false, {int_attr("axis", -1)}, true},
+      {"LayerNormalization", true, {int_attr("axis", -1), int_attr("stash_type", 11)}, false},
+      {"Softmax", false, {int_attr("axis", -1)}, true},
+      {"LogSoftmax", false, {int_attr("axis", 2)}, true},
+      {"Softmax", false, {int_attr("axis", 1)}, false},
+  };
+  uint32_t seed = 17;
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(std::string(v.op) + " " + std::to_string(seed));
+    ModelBuilder b(seed++);
+    int x = b.input("x", {1, 2, 64});
+    int y = b.value("y", {1, 2, 64});
+    std::vector<int> inputs = {x};
+    if (std::string(v.op) == "LayerNormalization") {
+      inputs.push_back(b.weight("scale", {64}));
+      if (v.bias) inputs.push_back(b.weight("shift", {64}));
+    }
+    b.node(v.op, inputs, {y}, v.attributes);
     b.output(y);
-    auto f = check_against_reference(b.build(), {{1, 1, 128}}, CompileOptions{});
+    auto f = check_against_reference(b.build(), {{1, 2, 64}}, CompileOptions{});
     ASSERT_NE(f, nullptr);
     ASSERT_EQ(f->placement().size(), 1u);
-    const bool rows = variant != 2 && cpu::own_vector_loops();
+    const bool rows = v.rows && cpu::own_vector_loops();
     EXPECT_EQ(f->placement()[0].device, rows ? "cpu:kiln" : "cpu:reference");
     if (rows) {
-      EXPECT_THAT(f->placement()[0].detail, HasSubstr("layer normalization"));
+      EXPECT_THAT(f->placement()[0].detail, HasSubstr("kiln rows"));
     }
   }
 }

@@ -292,6 +292,7 @@ TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
   }
 }
 
+// Without AVX-512 (kiln's loops off) a tiny softmax is left to the reference kernel too.
 TEST(SmallOps, TinyElementwiseWorkIsLeftToTheReferenceKernel) {
   uint32_t seed = 1010;
   for (const std::string& op : std::vector<std::string>{"Relu", "Softmax", "Add"}) {
@@ -300,10 +301,17 @@ TEST(SmallOps, TinyElementwiseWorkIsLeftToTheReferenceKernel) {
     tiny.add(random_tensor({1, 65, 9}, seed++), false);
     if (op == "Add") tiny.add(random_tensor({1, 65, 9}, seed++), false);
     auto declined = tiny.create();
-    ASSERT_FALSE(declined.ok());
-    EXPECT_EQ(declined.status().code(), runtime::Error::NotSupported);
-    EXPECT_NE(declined.status().message().find("little work"), std::string::npos)
-        << declined.status();
+    if (op == "Softmax" && own_vector_loops()) {
+      // Rows of little work run on kiln's row loops (no code generated) instead.
+      ASSERT_TRUE(declined.ok()) << declined.status();
+      EXPECT_EQ((*declined)->provider(), "kiln");
+      EXPECT_NE((*declined)->describe().find("softmax"), std::string::npos);
+    } else {
+      ASSERT_FALSE(declined.ok());
+      EXPECT_EQ(declined.status().code(), runtime::Error::NotSupported);
+      EXPECT_NE(declined.status().message().find("little work"), std::string::npos)
+          << declined.status();
+    }
     Case large = small_case(op, {});
     large.add(random_tensor({1, 64, 56, 56}, seed++), false);
     if (op == "Add") large.add(random_tensor({1, 64, 56, 56}, seed++), false);
