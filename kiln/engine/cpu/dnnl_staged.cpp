@@ -159,6 +159,17 @@ Status StagedOp::run(runtime::Span<const runtime::Tensor*> inputs,
       if (from.get_data_handle() != to) std::memcpy(to, from.get_data_handle(), bytes);
       to += bytes;
     }
+  } else if (copy_rows_ > 0) {
+    auto* to = static_cast<uint8_t*>(args_[output_->arg].get_data_handle());
+    const size_t rows = static_cast<size_t>(copy_rows_);
+    for (size_t r = 0; r < rows; ++r) {
+      for (const Binding& b : inputs_) {
+        const dnnl::memory& from = args_[b.arg];
+        const size_t row = from.get_desc().get_size() / rows;
+        std::memcpy(to, static_cast<const uint8_t*>(from.get_data_handle()) + r * row, row);
+        to += row;
+      }
+    }
   } else if (loops_ != nullptr && inputs_.size() == 2) {
     const dnnl::memory& y = args_[output_->arg];
     loops_(static_cast<const float*>(args_[inputs_[0].arg].get_data_handle()),

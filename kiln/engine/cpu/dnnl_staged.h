@@ -35,6 +35,15 @@ class StagedOp final : public DnnlOp {
     copy_inputs_ = true;
     describe_ += " (pieces copied)";
   }
+  /// From now on, `run` copies the inputs' bytes (all plain, none converted) row by row: for
+  /// each of `rows` rows, each input's row in turn, one after another into the output (a
+  /// plain Concat whose axis has `rows` rows of the dimensions before it, such as a decoder's
+  /// keys appended to its past ones, head by head). oneDNN's concat copied GPT decode's 66 KB
+  /// in 5.7 us.
+  void copy_rows_in_order(int64_t rows) {
+    copy_rows_ = rows;
+    describe_ += " (rows copied)";
+  }
   /// y = a op b over `count` floats, on up to `threads` threads.
   using Elementwise = void (*)(const float* a, const float* b, float* y, int64_t count,
                                int threads);
@@ -68,6 +77,7 @@ class StagedOp final : public DnnlOp {
   std::vector<Binding> inputs_;
   std::optional<Binding> output_;
   bool copy_inputs_ = false;
+  int64_t copy_rows_ = 0;  ///< `copy_rows_in_order`'s rows; 0: off.
   Elementwise loops_ = nullptr;
   bool finished_ = false;
 };

@@ -433,6 +433,58 @@ TEST(Specialize, RowsOfLittleWorkRunOnKilnsRows) {
   }
 }
 
+// Concats of plain inputs copy row by row (a decoder's keys appended to the past ones, head
+// by head), against the reference kernel; a result over a megabyte split over two threads
+// stays on oneDNN's concat.
+TEST(Specialize, PlainConcatsCopyRowByRow) {
+  struct Variant {
+    std::vector<int64_t> a, b;
+    int64_t axis;
+    int threads;
+    bool rows;
+  };
+  const std::vector<Variant> variants = {
+      {{1, 4, 8, 16}, {1, 4, 1, 16}, 2, 1, true},   // the past keys and this step's
+      {{3, 5}, {3, 2}, -1, 1, true},                // the last axis
+      {{2, 3, 4}, {1, 3, 4}, 0, 1, true},           // whole inputs, one row
+      {{2, 1, 5, 7}, {2, 3, 5, 7}, 1, 2, true},     // two threads, a small result
+      {{1, 4, 512, 64}, {1, 4, 520, 64}, 2, 2, false},  // two threads, over 1 MiB
+      {{1, 4, 512, 64}, {1, 4, 512, 64}, 2, 1, true},   // one thread, any size
+  };
+  uint32_t seed = 40;
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(runtime::shape_to_string(v.a) + " + " + runtime::shape_to_string(v.b) +
+                 " axis " + std::to_string(v.axis) + ", " + std::to_string(v.threads) +
+                 " thread(s)");
+    ModelBuilder b(seed++);
+    int x = b.input("x", std::vector<ir::Dim>(v.a.begin(), v.a.end()));
+    int y = b.input("y", std::vector<ir::Dim>(v.b.begin(), v.b.end()));
+    // Each input is an op's result (a Relu), as in a model: a Concat of graph inputs only.
+    int rx = b.value("rx", std::vector<ir::Dim>(v.a.begin(), v.a.end()));
+    int ry = b.value("ry", std::vector<ir::Dim>(v.b.begin(), v.b.end()));
+    std::vector<int64_t> out = v.a;
+    const size_t axis = static_cast<size_t>(v.axis < 0 ? v.axis + static_cast<int64_t>(out.size())
+                                                       : v.axis);
+    out[axis] += v.b[axis];
+    int cat = b.value("cat", std::vector<ir::Dim>(out.begin(), out.end()));
+    b.node("Relu", {x}, {rx});
+    b.node("Relu", {y}, {ry});
+    b.node("Concat", {rx, ry}, {cat}, {int_attr("axis", v.axis)});
+    b.output(cat);
+    CompileOptions options;
+    options.num_threads = v.threads;
+    auto f = check_against_reference(b.build(), {v.a, v.b}, options);
+    ASSERT_NE(f, nullptr);
+    bool found = false;
+    for (const auto& entry : f->placement()) {
+      if (entry.op != "Concat") continue;
+      found = true;
+      EXPECT_EQ(entry.detail.find("rows copied") != std::string::npos, v.rows) << entry.detail;
+    }
+    EXPECT_TRUE(found);
+  }
+}
+
 TEST(Specialize, EinsumRunsOnTheReferenceKernel) {
   ModelBuilder b(6);
   int x = b.input("x", {3, 4});

@@ -216,12 +216,20 @@ inline std::vector<Buffer> interpret(const ir::Model& model,
   return results;
 }
 
-/// Output buffers for a compiled function (Unbounded when the shape depends on data).
+/// Output buffers for a compiled function (Unbounded, of 1 MiB, when the shape depends on
+/// data).
 inline std::vector<Buffer> output_buffers(const compile::CompiledFunction& f) {
   std::vector<Buffer> outputs(f.num_outputs());
   for (size_t i = 0; i < f.num_outputs(); ++i) {
-    outputs[i].bytes.resize(1 << 20);
     const auto& sizes = f.output_sizes(i);
+    size_t bytes = size_t{1} << 20;
+    if (sizes) {
+      int64_t numel = 1;
+      for (int64_t size : *sizes) numel *= size;
+      bytes =
+          std::max(bytes, static_cast<size_t>(numel) * runtime::element_size(f.output_dtype(i)));
+    }
+    outputs[i].bytes.resize(bytes);
     outputs[i].tensor = sizes ? Tensor(f.output_dtype(i), *sizes, outputs[i].bytes.data())
                               : Tensor(f.output_dtype(i), {0}, outputs[i].bytes.data(),
                                        runtime::ShapeDynamism::Unbounded, outputs[i].bytes.size());
