@@ -293,4 +293,11 @@ std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anch
 /// nothing fuses.
 std::optional<FusionGroup> find_generic_fusion(const FusionContext& context, size_t anchor);
 
+/// The MatMul that may read Transpose node `transpose`'s input as its B, transposed in place
+/// (oneDNN's matmul takes a B of any strides), or -1: a Transpose of an f32 value computed at
+/// run time (not a constant) that swaps only the last two axes, whose result is read only by
+/// one MatMul as B and is not a function output. Attention's K^T in a decoder: GPT decode's
+/// three took 7 us each, copying [4, 129, 32] floats into rows of 129.
+int matmul_reading_transposed(const FusionContext& context, size_t transpose);
+
 }  // namespace kiln::engine::compile

@@ -273,4 +273,40 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
   return finished(std::move(group), current);
 }
 
+int matmul_reading_transposed(const FusionContext& c, size_t transpose) {
+  const ir::Node& t = c.graph.nodes[transpose];
+  if (t.op != "Transpose" || !t.domain.empty() || t.inputs.size() != 1 || t.outputs.size() != 1 ||
+      t.inputs[0] < 0 || t.outputs[0] < 0) {
+    return -1;
+  }
+  const int x = t.inputs[0], y = t.outputs[0];
+  const Slot& source = *c.slots[static_cast<size_t>(x)];
+  const std::vector<int64_t>* sizes = static_sizes(c, x);
+  if (sizes == nullptr || sizes->size() < 2 || source.dtype != ScalarType::Float32 ||
+      is_constant(c, x) || c.num_uses[static_cast<size_t>(y)] != 1) {
+    return -1;
+  }
+  const size_t rank = sizes->size();
+  std::vector<int64_t> perm(rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);  // default
+  if (const ir::Attribute* a = t.attribute("perm")) {
+    const auto* ints = std::get_if<std::vector<int64_t>>(&a->value);
+    if (ints == nullptr) return -1;
+    perm = *ints;
+  }
+  if (perm.size() != rank) return -1;
+  for (size_t i = 0; i < rank; ++i) {
+    const size_t swapped = i + 2 < rank ? i : (i + 2 == rank ? rank - 1 : rank - 2);
+    if (perm[i] != static_cast<int64_t>(swapped)) return -1;
+  }
+  const int m = c.consumer[static_cast<size_t>(y)];
+  if (m < 0 || c.absorbed[static_cast<size_t>(m)]) return -1;
+  const ir::Node& matmul = c.graph.nodes[static_cast<size_t>(m)];
+  if (matmul.op != "MatMul" || !matmul.domain.empty() || matmul.inputs.size() != 2 ||
+      matmul.inputs[1] != y || matmul.inputs[0] == y) {
+    return -1;
+  }
+  return m;
+}
+
 }  // namespace kiln::engine::compile

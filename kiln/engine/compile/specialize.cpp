@@ -108,15 +108,17 @@ class Builder {
     winograd_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);
     blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
     absorbed_.assign(graph_.nodes.size(), false);
+    b_transpose_.assign(graph_.nodes.size(), -1);
     clock.phase("shapes and folding");
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       if (folded_[n] || absorbed_[n]) continue;
+      if (defer_to_matmul(n)) continue;  // placed with the MatMul that reads it
       const size_t first_step = impl_->steps.size();
       if (clock.on()) clock.lap();
       KILN_RETURN_IF_ERROR(place(n));
       const double place_ms = clock.on() ? clock.lap() : 0.0;
       for (size_t i = first_step; i < impl_->steps.size(); ++i) {
-        impl_->steps[i].node = static_cast<int>(n);
+        if (impl_->steps[i].node < 0) impl_->steps[i].node = static_cast<int>(n);
         if (clock.on()) clock.step(impl_->steps[i].placement, i == first_step ? place_ms : 0.0);
       }
     }
@@ -387,6 +389,21 @@ class Builder {
   }
 
   Status place(size_t n);
+  Status place_node(size_t n);
+
+  // A Transpose whose result a oneDNN MatMul can read as B in place
+  // (`matmul_reading_transposed`): not placed now; the MatMul tries that, else places it first.
+  bool defer_to_matmul(size_t n) {
+    if (!options_.fuse || !shapes_static(graph_.nodes[n].inputs)) return false;
+    FusionContext context{graph_, impl_->slots, num_uses_, consumer_, producer_, absorbed_};
+    const int m = matmul_reading_transposed(context, n);
+    if (m < 0 || !shapes_static(graph_.nodes[static_cast<size_t>(m)].inputs) ||
+        !shapes_static(graph_.nodes[static_cast<size_t>(m)].outputs)) {
+      return false;
+    }
+    b_transpose_[static_cast<size_t>(m)] = static_cast<int>(n);
+    return true;
+  }
   Result<std::unique_ptr<cpu::RuntimeMatMul>> try_runtime_matmul(size_t n, Step& step,
                                                                  std::string& why);
   Result<std::unique_ptr<cpu::RuntimeElementwise>> try_runtime_elementwise(size_t n, Step& step,
@@ -430,6 +447,12 @@ class Builder {
   const CompileOptions& options_;
   std::unique_ptr<CompiledFunctionImpl> impl_;
   std::vector<bool> folded_, absorbed_;
+  /// Per MatMul node: the Transpose node deferred to it (`defer_to_matmul`), or -1.
+  std::vector<int> b_transpose_;
+  /// While a MatMul with a deferred Transpose is placed: the Transpose's input, which
+  /// `try_cpu_op` gives the op as B read transposed; `read_transposed_` says whether it did.
+  int transposed_b_ = -1;
+  bool read_transposed_ = false;
   bool blocked_convs_ = false;   ///< Convs in ActivationLayout::Blocked.
   bool winograd_convs_ = false;  ///< And on Winograd where it fits.
   std::vector<int> num_uses_, consumer_, producer_;
@@ -488,6 +511,12 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
                                        ? model_.weights[static_cast<size_t>(weight)].content_hash
                                        : 0);
   }
+  if (transposed_b_ >= 0 && node.op == "MatMul" && inputs.size() >= 2) {
+    // B is the deferred Transpose's input, read transposed: the op sees B's sizes.
+    inputs[1] = transposed_b_;
+    desc.b_transposed = true;
+    desc.input_layouts[1].clear();
+  }
   desc.constants = constants;
   if (group != nullptr) desc.post_ops = group->post_ops;
   std::vector<int> outputs =
@@ -515,6 +544,7 @@ Result<std::unique_ptr<cpu::CpuOp>> Builder::try_cpu_op(const ir::Node& node,
     }
   }
   note_threads((*op)->run_threads());
+  read_transposed_ = read_transposed_ || desc.b_transposed;
   step.inputs = inputs;
   step.outputs = outputs;
   return op;
@@ -682,6 +712,28 @@ Result<std::unique_ptr<cpu::RuntimeElementwise>> Builder::try_runtime_elementwis
 }
 
 Status Builder::place(size_t n) {
+  const int t = b_transpose_[n];
+  if (t < 0) return place_node(n);
+  // The MatMul reading its deferred Transpose's input as B; if no op takes it so, the
+  // Transpose is placed after all, and then the MatMul as written.
+  const size_t before = impl_->steps.size();
+  transposed_b_ = graph_.nodes[static_cast<size_t>(t)].inputs[0];
+  read_transposed_ = false;
+  Status placed = place_node(n);
+  transposed_b_ = -1;
+  if (placed.ok() && read_transposed_) {
+    impl_->steps.back().placement.fused.insert(
+        impl_->steps.back().placement.fused.begin(),
+        describe_node(graph_.nodes[static_cast<size_t>(t)]) + " (B read transposed)");
+    return placed;
+  }
+  impl_->steps.resize(before);
+  KILN_RETURN_IF_ERROR(place_node(static_cast<size_t>(t)));
+  for (size_t i = before; i < impl_->steps.size(); ++i) impl_->steps[i].node = t;
+  return place_node(n);
+}
+
+Status Builder::place_node(size_t n) {
   const ir::Node& node = graph_.nodes[n];
   std::string why = "no oneDNN implementation";
   if (shapes_static(node.inputs) && shapes_static(node.outputs)) {

@@ -78,6 +78,8 @@ bool leaves_tiny_work_to_reference(const OpDesc& desc) {
 Result<std::unique_ptr<CpuOp>> create_for(Factory factory, const OpDesc& desc, const OpDesc& used) {
   dnnl_impl::ThreadScope threads(used.num_threads);
   try {
+    // B given transposed: only oneDNN's MatMul reads it so (any strides).
+    if (desc.b_transposed) return factory(used);
     const bool own_loops_op = desc.op == "Conv" || desc.op == "MatMul" || desc.op == "Gemm";
     const bool pool_op = desc.op == "MaxPool" || desc.op == "AveragePool";
     const bool rows_op =

@@ -97,6 +97,10 @@ struct OpDesc {
   /// (1.2-2.4x faster on AVX-512) for results that differ from the direct convolution by more
   /// rounding (relative differences around 1e-5 instead of 1e-6). Default: false.
   bool winograd = false;
+  /// MatMul only: input 1 is given as the transpose of B (its last two axes swapped, plain),
+  /// not B; `inputs[1]` still has B's sizes. Only oneDNN's MatMul takes it (a B computed at
+  /// run time); others decline. Default: false.
+  bool b_transposed = false;
   /// Same length as `inputs`, or empty: a non-empty entry is the native layout
   /// (`CpuOp::NativeLayout::id`) the input's producer computes it in. An op that can read that
   /// layout reports it as its `native_input_layout`, so layout propagation can hand the value

@@ -21,6 +21,20 @@ struct GemmC {
   int index = -1;               ///< The input index when not constant.
 };
 
+// B of sizes [..., K, N] stored as its transpose, plain [..., N, K].
+memory::desc transposed_md(const std::vector<int64_t>& b) {
+  const size_t rank = b.size();
+  memory::dims strides(rank);
+  strides[rank - 2] = 1;
+  strides[rank - 1] = b[rank - 2];
+  int64_t stride = b[rank - 2] * b[rank - 1];
+  for (size_t i = rank - 2; i-- > 0;) {
+    strides[i] = stride;
+    stride *= b[i];
+  }
+  return memory::desc(to_dims(b), memory::data_type::f32, strides);
+}
+
 class MatMulOp final : public DnnlOp {
  public:
   Status run(runtime::Span<const runtime::Tensor*> inputs,
@@ -142,6 +156,10 @@ Result<std::unique_ptr<CpuOp>> MatMulOp::create(const OpDesc& desc, bool gemm) {
   bool has_third = desc.inputs.size() - residuals == 3 && input_present(desc, 2);
   const runtime::Tensor* third_constant = has_third ? input_constant(desc, 2) : nullptr;
 
+  if (desc.b_transposed && (gemm || b.size() < 2 || input_constant(desc, 1) != nullptr)) {
+    return error(desc, Error::NotSupported,
+                 "B read transposed (expected a MatMul by a computed B of rank 2 or more)");
+  }
   if (!gemm) {
     auto shape = kernels::matmul_shape(a, b);
     if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
@@ -185,8 +203,9 @@ Result<std::unique_ptr<CpuOp>> MatMulOp::create(const OpDesc& desc, bool gemm) {
         op->bias_index_ = 2;
       }
     }
-    KILN_RETURN_IF_ERROR(op->build(desc, plain_md(a2), plain_md(b2), bias_md ? &*bias_md : nullptr,
-                                   plain_md(d2), 1.0f, {}));
+    KILN_RETURN_IF_ERROR(op->build(desc, plain_md(a2),
+                                   desc.b_transposed ? transposed_md(b2) : plain_md(b2),
+                                   bias_md ? &*bias_md : nullptr, plain_md(d2), 1.0f, {}));
     return std::unique_ptr<CpuOp>(std::move(op));
   }
 
