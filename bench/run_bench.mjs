@@ -338,6 +338,13 @@ function main() {
       parts.push(reshapeTable(args, threads));
     }
   }
+  if (args.backend === 'kiln' && names.includes('gpt_decode')) {
+    for (const threads of args.threads) {
+      log(`decode loop: gpt_decode, a new past length each step, ${threads} thread(s) ` +
+          '(bench/decode_loop_bench.mjs)');
+      parts.push(decodeLoopTable(args, threads));
+    }
+  }
   if (args.backend === 'kiln') {
     for (const threads of args.threads) {
       log(`patterns: models spelling out what the importer rewrites, ${threads} thread(s) ` +
@@ -381,6 +388,15 @@ function reshapeTable(args, threads) {
                      ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
                      `Frequent reshapes, ${threads} thread(s) ` +
                      `(\`bench/reshape_bench.mjs --threads ${threads}\`)`);
+}
+
+// bench/decode_loop_bench.mjs's table (GPT decode over a growing past: kiln with default options,
+// with expect_frequent_reshapes, ONNX Runtime).
+function decodeLoopTable(args, threads) {
+  return scriptTable('decode_loop_bench.mjs',
+                     ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
+                     `A decoder's loop, ${threads} thread(s) ` +
+                     `(\`bench/decode_loop_bench.mjs --threads ${threads}\`)`);
 }
 
 // bench/pattern_bench.mjs's table (layer norm spelled out, Conv + BatchNormalization: kiln with

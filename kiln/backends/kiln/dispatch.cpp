@@ -67,14 +67,24 @@ Status check_arguments(const std::string& subject, const ArgumentTypes& types,
 
 SessionTable::Entry& SessionTable::add(const Shapes& shapes, std::string function,
                                        engine::Session session) {
-  if (closed_) accepted_.push_back(shapes);
-  return entries_.insert_or_assign(shapes, Entry{std::move(function), std::move(session)})
+  if (closed_) {
+    accepted_.push_back(shapes);
+  } else if (entries_.size() >= open_capacity_ && entries_.count(shapes) == 0) {
+    auto oldest = entries_.begin();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    }
+    entries_.erase(oldest);
+  }
+  return entries_.insert_or_assign(shapes, Entry{std::move(function), std::move(session), ++clock_})
       .first->second;
 }
 
 SessionTable::Entry* SessionTable::find(const Shapes& shapes) {
   auto it = entries_.find(shapes);
-  return it == entries_.end() ? nullptr : &it->second;
+  if (it == entries_.end()) return nullptr;
+  it->second.last_used = ++clock_;
+  return &it->second;
 }
 
 Status SessionTable::no_match(const std::string& subject, const Shapes& shapes) const {

@@ -6,6 +6,7 @@
 #include <kiln/runtime/core/status.h>
 #include <kiln/runtime/core/tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,23 +46,32 @@ std::string shapes_to_string(const Shapes& shapes);
 ///
 /// A closed table accepts only the shapes added at init (a static function, or the functions of
 /// an enumerated manifest); an open one (a function with symbolic inputs) accepts any shapes and
-/// has sessions added as new shapes arrive. Not thread-safe: the delegate's lock guards it.
+/// has sessions added as new shapes arrive, keeping those of the `open_capacity` shapes used
+/// most recently (a session dropped is bound again when its shapes come back; the engine keeps
+/// what it built for them, see `engine::LoadedModel::bind`), so that a delegate fed ever new
+/// shapes holds a bounded number of sessions and plans. Not thread-safe: the delegate's lock
+/// guards it.
 class SessionTable {
  public:
   /// A function bound to one set of input shapes.
   struct Entry {
     std::string function;
     engine::Session session;
+    uint64_t last_used = 0;  // the table's clock at its last add or find
   };
 
-  explicit SessionTable(bool closed = true) : closed_(closed) {}
+  explicit SessionTable(bool closed = true, size_t open_capacity = engine::kShapePlansKept)
+      : closed_(closed), open_capacity_(open_capacity < 1 ? 1 : open_capacity) {}
 
   bool closed() const { return closed_; }
   /// Adds `function` bound to `shapes`; for a closed table, also to `accepted()`. The shapes
-  /// must not be in the table yet (the manifest's are distinct).
+  /// must not be in the table yet (the manifest's are distinct). An open table at capacity
+  /// first drops its least recently used entry. The reference is valid until the next `add`.
   Entry& add(const Shapes& shapes, std::string function, engine::Session session);
   /// The entry bound to `shapes`, or null.
   Entry* find(const Shapes& shapes);
+  /// How many entries the table holds.
+  size_t size() const { return entries_.size(); }
   /// The input shapes a closed table accepts, in the order added (the manifest's order); empty
   /// for an open table (any shapes).
   const std::vector<Shapes>& accepted() const { return accepted_; }
@@ -71,6 +81,8 @@ class SessionTable {
 
  private:
   bool closed_;
+  size_t open_capacity_;
+  uint64_t clock_ = 0;
   std::map<Shapes, Entry> entries_;
   std::vector<Shapes> accepted_;
 };

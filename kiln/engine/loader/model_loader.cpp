@@ -9,6 +9,7 @@
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/bound_function.h>
 #include <kiln/engine/loader/cache_entries.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
@@ -24,89 +25,18 @@ namespace kiln::engine {
 
 using loader_detail::adopt_cached;
 using loader_detail::Adopted;
+using loader_detail::has_generic_plan;
+using loader_detail::has_static_inputs;
 using loader_detail::layout_payload;
 using loader_detail::make_cache_key;
 using loader_detail::PayloadChecker;
+using loader_detail::record_of;
+using loader_detail::shapes_text;
 using loader_detail::static_functions;
 using loader_detail::StaticFunction;
 using runtime::Error;
 using runtime::Result;
 using runtime::Status;
-
-namespace {
-
-// Everything of a compiled function's plan that a warm load must reproduce: each step's
-// placement (node, op, device, fused nodes, implementation) and the arena size.
-uint64_t plan_fingerprint(const compile::CompiledFunction& function) {
-  std::string text = std::to_string(function.arena_bytes());
-  for (const compile::PlacementEntry& step : function.placement()) {
-    text += '\n' + step.node + '\t' + step.op + '\t' + step.device + '\t' + step.detail;
-    for (const std::string& fused : step.fused) text += '\t' + fused;
-  }
-  return cache::checksum64(text.data(), text.size());
-}
-
-artifact::FunctionRecord record_of(const compile::CompiledFunction& compiled,
-                                   const std::string& name,
-                                   const std::vector<std::vector<int64_t>>& sizes) {
-  return artifact::FunctionRecord{name, sizes, plan_fingerprint(compiled), compiled.arena_bytes(),
-                                  static_cast<uint32_t>(compiled.placement().size())};
-}
-
-std::string shapes_text(const std::vector<std::vector<int64_t>>& sizes) {
-  std::string text;
-  for (const auto& shape : sizes) {
-    text += text.empty() ? "[" : ", [";
-    for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-    text += ']';
-  }
-  return text.empty() ? "()" : text;
-}
-
-// Ops whose reference kernels are far slower than their oneDNN ones and that oneDNN has no
-// run-time-shape form of: a shape-generic plan would run them 10-50x slower (OCR detection:
-// 40x), so a function holding one keeps its per-shape plans even with expect_frequent_reshapes.
-bool needs_per_shape_kernels(const ir::Graph& graph) {
-  static const std::set<std::string> kOps = {"Conv", "ConvTranspose", "LSTM", "GRU", "RNN"};
-  for (const ir::Node& node : graph.nodes) {
-    if (kOps.count(node.op) != 0) return true;
-  }
-  return false;
-}
-
-// Whether every input of `graph` has a static shape.
-bool has_static_inputs(const ir::Graph& graph) {
-  for (int input : graph.inputs) {
-    if (!graph.values[static_cast<size_t>(input)].type.static_sizes()) return false;
-  }
-  return true;
-}
-
-// Whether a function gets a shape-generic plan when expect_frequent_reshapes is set.
-bool has_generic_plan(const ir::Graph& graph) {
-  return !has_static_inputs(graph) && !needs_per_shape_kernels(graph);
-}
-
-}  // namespace
-
-// One function bound to one set of input shapes: built at bind, or (bound from a cache hit)
-// on first use. `ready` lets runs skip the lock once the function is built.
-struct BoundFunction {
-  BoundFunction(std::string name, std::vector<std::vector<int64_t>> sizes,
-                std::optional<artifact::FunctionRecord> expected, bool generic = false)
-      : name(std::move(name)),
-        sizes(std::move(sizes)),
-        expected(std::move(expected)),
-        generic(generic) {}
-
-  const std::string name;
-  const std::vector<std::vector<int64_t>> sizes;           // empty for a shape-generic plan
-  const std::optional<artifact::FunctionRecord> expected;  // the artifact's record, on a hit
-  const bool generic;  // one shape-generic plan for every shape (expect_frequent_reshapes)
-  std::mutex mutex;    // serializes the build
-  std::shared_ptr<compile::CompiledFunction> compiled;  // set once, under `mutex`
-  std::atomic<compile::CompiledFunction*> ready{nullptr};
-};
 
 Result<compile::CompiledFunction*> Session::built() const {
   compile::CompiledFunction* function = bound_->ready.load(std::memory_order_acquire);
@@ -116,6 +46,7 @@ Result<compile::CompiledFunction*> Session::built() const {
 
 Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
                     runtime::Span<runtime::Tensor* const> outputs) {
+  model_->touch(*bound_);
   KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
   return function->run(inputs, outputs);
 }
@@ -123,6 +54,7 @@ Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
 Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
                     runtime::Span<runtime::Tensor* const> outputs,
                     const compile::CompiledFunction::OutputResizer& resize_output) {
+  model_->touch(*bound_);
   KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
   return function->run(inputs, outputs, resize_output);
 }
@@ -170,10 +102,16 @@ Result<Session> LoadedModel::bind(std::string_view function,
                                   const std::vector<std::vector<int64_t>>& input_sizes) {
   // With expect_frequent_reshapes, a function of symbolic inputs has one shape-generic plan,
   // bound under no shapes, for every shape.
+  // Without it, one plan per shape, up to kShapePlansKept per function (see shape_entry).
   const ir::Graph* graph = model_.find_function(function);
-  bool generic = options_.expect_frequent_reshapes && graph != nullptr && has_generic_plan(*graph);
+  const bool has_generic = graph != nullptr && has_generic_plan(*graph);
+  bool generic = options_.expect_frequent_reshapes && has_generic;
   Key key{std::string(function), generic ? std::vector<std::vector<int64_t>>{} : input_sizes};
-  std::shared_ptr<BoundFunction> bound = entry(key, generic);
+  std::shared_ptr<BoundFunction> bound = generic || graph == nullptr || has_static_inputs(*graph)
+                                             ? entry(key, generic)
+                                             : shape_entry(key, has_generic);
+  generic = bound->generic;
+  if (generic) key.second.clear();
   // Not from the adopted artifact: build now, so bind reports what does not compile. A lazy
   // entry (from the artifact) is built on first use.
   if (!bound->expected) {
@@ -298,109 +236,8 @@ bool same_functions(const std::vector<artifact::FunctionRecord>& records,
 
 }  // namespace
 
-namespace {
-
-// Whether `entry`'s payload passes `check` (the profile records the wait the build did not
-// hide); a failing entry is given to `cache.reject`.
-bool passes(PayloadChecker& check, cache::ModelCache& cache, const cache::MappedEntry& entry,
-            const BoundFunction& bound) {
-  const auto wait_start = std::chrono::steady_clock::now();
-  Status verified = check.get();
-  if (profiling::enabled()) {
-    profiling::add_build_phase(
-        bound.name, profiling::shapes_text(bound.sizes),
-        "cache entry check (what the build did not hide)",
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
-            .count());
-  }
-  if (!verified.ok()) cache.reject(entry, verified.message());
-  return verified.ok();
-}
-
-}  // namespace
-
 std::string engine_version() {
   return std::string(kEngineVersion) + " / " + cpu::provider_version();
-}
-
-Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape(
-    const BoundFunction& bound) const {
-  const ir::Graph* graph = model_.find_function(bound.name);
-  if (cache_dir_.empty() || graph == nullptr || has_static_inputs(*graph)) {
-    // No cache, or a static function: the load's own artifact covers those.
-    return compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
-  }
-  const std::vector<StaticFunction> functions = {StaticFunction{bound.name, bound.sizes}};
-  const cache::CacheKey key = make_cache_key(model_hash_, functions, options_, compile_);
-  cache::ModelCache cache(cache_dir_, cache_options_);
-  LoadReport lookup;  // its warnings: an unusable entry is rebuilt and replaced
-  const auto lookup_start = std::chrono::steady_clock::now();
-  // The entry's packed weights go into a store of this build's own, staged over the model's:
-  // its payload is hashed (on a second thread when large) while the plan is built from them,
-  // and they reach the model's store, where other functions would use them, once it passes.
-  auto staged = std::make_shared<cpu::PackedConstants>(compile_.packed.get());
-  std::optional<Adopted> cached =
-      adopt_cached(cache, key, *staged, lookup, cache::PayloadCheck::Later);
-  PayloadChecker check;
-  if (cached && cached->unchecked) check = PayloadChecker(*cached->unchecked);
-  const double lookup_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lookup_start)
-          .count();
-  // A shape the entry records is rebuilt without the proofs its plan passed when made; a plan
-  // that then differs from the entry's is built again with them.
-  const bool recorded = cached && cached->functions.size() == 1 &&
-                        cached->functions[0].name == bound.name &&
-                        cached->functions[0].input_sizes == bound.sizes;
-  std::optional<Result<std::unique_ptr<compile::CompiledFunction>>> compiled;
-  if (cached) {
-    compile::CompileOptions trusted = compile_;
-    trusted.proofs_recorded = recorded;
-    trusted.packed = staged;
-    compiled = compile::specialize(model_, bound.name, bound.sizes, options_, trusted);
-    if (check.valid() && !passes(check, cache, *cached->unchecked, bound)) {
-      cached.reset();  // nothing built from it has left this build: rebuilt and replaced
-    }
-    if (cached) compile_.packed->absorb(staged);
-  }
-  if (!cached) compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
-  if (profiling::enabled()) {  // the lookup came first: the build's first phase
-    profiling::add_build_phase(bound.name, profiling::shapes_text(bound.sizes),
-                               cached && recorded ? "cache lookup (entry adopted)"
-                                                  : "cache lookup (no entry for these shapes)",
-                               lookup_ms, profiling::PhaseAt::Front);
-  }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompiledFunction> built, std::move(*compiled));
-  artifact::FunctionRecord record = record_of(*built, bound.name, bound.sizes);
-  if (cached && recorded && cached->functions[0] != record) {
-    KILN_ASSIGN_OR_RETURN(built,
-                          compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
-    record = record_of(*built, bound.name, bound.sizes);
-  } else if (cached && recorded) {
-    shape_hits_.fetch_add(1);
-    return built;
-  }
-  // A miss, or an entry whose plan differs: store this one (packed weights of every shape
-  // so far, so that the next process adopts what it needs whatever it binds first).
-  store_shape(key, record);
-  return built;
-}
-
-void LoadedModel::store_shape(const cache::CacheKey& key,
-                              const artifact::FunctionRecord& record) const {
-  std::vector<artifact::FunctionRecord> records = {record};
-  auto store = [dir = cache_dir_, options = cache_options_, key, hash = model_hash_,
-                records = std::move(records), packed = compile_.packed] {
-    cache::ModelCache background(dir, options);
-    artifact::ArtifactPieces payload;
-    layout_payload(records, *packed, payload);
-    (void)background.store(key, payload.pieces, hash);  // failures: the cache's warnings
-  };
-  if (compile_.store_in_background) {
-    run_in_background(std::move(store));
-  } else {
-    store();
-  }
-  shape_stores_.fetch_add(1);
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(

@@ -34,7 +34,9 @@ struct BoundFunction;  // internal: one function and shapes, built at bind or on
 
 /// One function of a loaded model bound to one set of input shapes: what a caller runs.
 /// Sessions bound to the same function and shapes share one compiled function (and its
-/// pre-packed weights); their runs are serialized by it. The session keeps its model alive.
+/// pre-packed weights) while the model keeps it (see `LoadedModel::bind` for the per-shape
+/// plans it lets go of); their runs are serialized by it. The session keeps its model and its
+/// compiled function alive.
 ///
 /// A session bound from a cache hit is lazy (see `LoadedModel::bind`): its compiled function
 /// is built on the first `run` or `function()` of any session of that function and shapes.
@@ -103,6 +105,13 @@ struct LoadReport {
   bool stored_in_background = false;
 };
 
+/// How many per-shape plans a loaded model keeps for each function of symbolic inputs without
+/// `expect_frequent_reshapes` (see `LoadedModel::bind`). Trade-off: a process cycling through
+/// more shapes than this builds plans again (or runs the function on its shape-generic plan,
+/// 1-2.5x slower than a per-shape one on a decoder); more would keep more memory (each plan
+/// holds its arena and kernels).
+inline constexpr size_t kShapePlansKept = 4;
+
 /// The engine's version, as cache keys record it: the engine and its CPU kernel provider
 /// (a new version of either never reads entries of the other).
 std::string engine_version();
@@ -116,7 +125,20 @@ std::string engine_version();
 /// every method is safe from several threads.
 class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
  public:
-  /// Binds `function` to `input_sizes` (one per function input). With `expect_frequent_reshapes`
+  /// Binds `function` to `input_sizes` (one per function input).
+  ///
+  /// Without `expect_frequent_reshapes`, a function of symbolic inputs gets a plan of its own for
+  /// each new shape, kept for later binds, up to `kShapePlansKept` shapes. A bind of a new shape
+  /// beyond those shows that the shapes change often: a function that has a shape-generic plan
+  /// (below) then runs that shape, and every later new one, on it (built once, at the first such
+  /// bind), like `expect_frequent_reshapes`; the plans already built stay for their shapes. One
+  /// that has none (a Conv, ConvTranspose, LSTM, GRU or RNN) gets its plan, and the model lets
+  /// go of the plan of its least recently used shape (bound or run longest ago): its memory is
+  /// freed once no session holds it, and a later bind of that shape builds it again. So a model
+  /// fed ever new shapes (a decoder's growing past, texts of every length) keeps a bounded number
+  /// of plans and, where it can, stops compiling per call.
+  ///
+  /// With `expect_frequent_reshapes`
   /// in the options, a function of symbolic inputs without a Conv, ConvTranspose, LSTM, GRU or
   /// RNN (kept per shape: no run-time-shape kernels) has one shape-generic plan for every shape
   /// (`compile::specialize_generic`), built on its first bind (or by `prepare`): binding a new
@@ -131,7 +153,9 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// is kept for later binds. With a cache at the load, a function of symbolic inputs
   /// specialized here for some shapes gets an artifact of its own (key: the package, the
   /// function and those shapes, the options), stored after it is specialized (in the
-  /// background with `CompileOptions::store_in_background`); the next process that binds the
+  /// background with `CompileOptions::store_in_background`; only for the first
+  /// `kShapePlansKept` shapes the loaded model specializes for the function, so that a
+  /// process fed ever new shapes does not write an entry per call); the next process that binds the
   /// same function and shapes adopts its packed weights instead of packing them (what a
   /// Winograd Conv's weight transform costs), and builds only the plan and kernels. Errors (at
   /// bind, or for a lazy session at its first use): as `compile::specialize` (NotFound for an
@@ -180,6 +204,16 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   using Key = std::pair<std::string, std::vector<std::vector<int64_t>>>;
   /// The entry of `key`, made when absent (under `mutex_`).
   std::shared_ptr<BoundFunction> entry(const Key& key, bool generic);
+  /// The entry of `key` (a function of symbolic inputs bound to shapes, no generic plan asked
+  /// for), made when absent within `kShapePlansKept` per function: beyond, the function's
+  /// generic plan when `generic_fallback`, else a new entry and the least recently used one of
+  /// the function dropped (see `bind`).
+  std::shared_ptr<BoundFunction> shape_entry(const Key& key, bool generic_fallback);
+  /// Marks `bound` as used now (the order `shape_entry` drops plans in).
+  void touch(BoundFunction& bound) const;
+  /// Whether a shape artifact of `function` may be stored: true for its first
+  /// `kShapePlansKept` stores in this loaded model.
+  bool claim_shape_store(const std::string& function) const;
   /// Builds `bound` unless it is built; serialized per function and shapes.
   runtime::Result<compile::CompiledFunction*> build(BoundFunction& bound) const;
   /// Specializes a function of symbolic inputs bound after the load for its shapes, through
@@ -201,8 +235,10 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   cache::CacheOptions cache_options_;
   uint64_t model_hash_ = 0;
   mutable std::atomic<uint64_t> shape_hits_{0}, shape_stores_{0};
-  mutable std::mutex mutex_;  // guards bound_
+  mutable std::mutex mutex_;  // guards bound_ and shape_stores_of_
   std::map<Key, std::shared_ptr<BoundFunction>> bound_;
+  mutable std::map<std::string, size_t> shape_stores_of_;  // per function
+  mutable std::atomic<uint64_t> use_clock_{0};             // for BoundFunction::last_used
   mutable std::mutex warnings_mutex_;
   mutable std::vector<std::string> build_warnings_;
 };

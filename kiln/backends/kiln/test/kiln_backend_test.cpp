@@ -72,6 +72,23 @@ TEST(KilnBackend, SymbolicBatchRunsAtTwoBatchSizes) {
   }
 }
 
+// More batch sizes than the delegate keeps sessions for, and than the engine keeps plans for:
+// the early ones keep their plans, later new ones run on the shape-generic plan, and shapes
+// that come back after their session was dropped are bound again.
+TEST(KilnBackend, SymbolicBatchRunsAtManyBatchSizes) {
+  auto package = package_of(matmul_add_relu(ir::Dim::symbol("batch")));
+  auto kiln = load(kiln_program(package, function_manifest(), 0));
+  ASSERT_TRUE(kiln.ok()) << kiln.status();
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t batch = 1; batch <= 9; ++batch) {
+      auto reference = load(reference_program(batch));
+      ASSERT_TRUE(reference.ok()) << reference.status();
+      uint32_t seed = static_cast<uint32_t>(batch + 10 * round);
+      expect_near(run(*kiln->method, batch, seed), run(*reference->method, batch, seed));
+    }
+  }
+}
+
 TEST(KilnBackend, OptionsReachTheDelegate) {
   auto package = package_of(matmul_add_relu(2));
   BackendOptions<5> opts;

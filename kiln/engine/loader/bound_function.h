@@ -1,0 +1,61 @@
+#pragma once
+
+// A function bound to shapes inside a LoadedModel, and the helpers the loader's files share.
+// Internal to the loader.
+
+#include <kiln/engine/artifact/compiled_artifact.h>
+#include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/ir/graph.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::engine {
+
+/// One function bound to one set of input shapes: built at bind, or (bound from a cache hit)
+/// on first use. `ready` lets runs skip the lock once the function is built.
+struct BoundFunction {
+  BoundFunction(std::string name, std::vector<std::vector<int64_t>> sizes,
+                std::optional<artifact::FunctionRecord> expected, bool generic = false)
+      : name(std::move(name)),
+        sizes(std::move(sizes)),
+        expected(std::move(expected)),
+        generic(generic) {}
+
+  const std::string name;
+  const std::vector<std::vector<int64_t>> sizes;           // empty for a shape-generic plan
+  const std::optional<artifact::FunctionRecord> expected;  // the artifact's record, on a hit
+  const bool generic;  // one shape-generic plan for every shape (see LoadedModel::bind)
+  std::mutex mutex;    // serializes the build
+  std::shared_ptr<compile::CompiledFunction> compiled;  // set once, under `mutex`
+  std::atomic<compile::CompiledFunction*> ready{nullptr};
+  std::atomic<uint64_t> last_used{0};  // LoadedModel::use_clock_ at the last bind or run
+};
+
+}  // namespace kiln::engine
+
+namespace kiln::engine::loader_detail {
+
+/// What a cache entry records of a compiled function: its plan's fingerprint (every step's
+/// placement and implementation, and the arena size), arena and step count.
+artifact::FunctionRecord record_of(const compile::CompiledFunction& compiled,
+                                   const std::string& name,
+                                   const std::vector<std::vector<int64_t>>& sizes);
+
+/// "[1, 8], [2]": input shapes for messages; "()" for none.
+std::string shapes_text(const std::vector<std::vector<int64_t>>& sizes);
+
+/// Whether every input of `graph` has a static shape.
+bool has_static_inputs(const ir::Graph& graph);
+
+/// Whether `graph` has a shape-generic plan (`compile::specialize_generic`): symbolic inputs
+/// and no op whose reference kernel is far slower than its oneDNN one without a run-time-shape
+/// form (Conv, ConvTranspose, LSTM, GRU, RNN).
+bool has_generic_plan(const ir::Graph& graph);
+
+}  // namespace kiln::engine::loader_detail

@@ -1,0 +1,181 @@
+// The per-shape plans of functions of symbolic inputs (LoadedModel::bind): how many a loaded
+// model keeps, the order it lets them go in, and their cache entries.
+#include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/compile/step_profile.h>
+#include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/bound_function.h>
+#include <kiln/engine/loader/cache_entries.h>
+#include <kiln/engine/loader/model_loader.h>
+
+#include <chrono>
+
+namespace kiln::engine {
+
+using loader_detail::adopt_cached;
+using loader_detail::Adopted;
+using loader_detail::has_static_inputs;
+using loader_detail::layout_payload;
+using loader_detail::make_cache_key;
+using loader_detail::PayloadChecker;
+using loader_detail::record_of;
+using loader_detail::StaticFunction;
+using runtime::Result;
+using runtime::Status;
+
+std::shared_ptr<BoundFunction> LoadedModel::shape_entry(const Key& key, bool generic_fallback) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = bound_.find(key);
+  if (it != bound_.end()) {
+    touch(*it->second);
+    return it->second;
+  }
+  // The function's per-shape entries (after its generic one, which has no shapes).
+  size_t kept = 0;
+  auto oldest = bound_.end();
+  for (auto at = bound_.lower_bound(Key{key.first, {}});
+       at != bound_.end() && at->first.first == key.first; ++at) {
+    if (at->second->generic) continue;
+    ++kept;
+    if (oldest == bound_.end() || at->second->last_used.load(std::memory_order_relaxed) <
+                                      oldest->second->last_used.load(std::memory_order_relaxed)) {
+      oldest = at;
+    }
+  }
+  if (kept >= kShapePlansKept && generic_fallback) {
+    Key generic_key{key.first, {}};
+    it = bound_.find(generic_key);
+    if (it == bound_.end()) {
+      it = bound_
+               .emplace(generic_key, std::make_shared<BoundFunction>(key.first, generic_key.second,
+                                                                     std::nullopt, true))
+               .first;
+    }
+    touch(*it->second);
+    return it->second;
+  }
+  // Sessions holding the dropped entry keep it (and its plan) alive; the model lets it go.
+  if (kept >= kShapePlansKept) bound_.erase(oldest);
+  it =
+      bound_
+          .emplace(key, std::make_shared<BoundFunction>(key.first, key.second, std::nullopt, false))
+          .first;
+  touch(*it->second);
+  return it->second;
+}
+
+void LoadedModel::touch(BoundFunction& bound) const {
+  bound.last_used.store(use_clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+}
+
+bool LoadedModel::claim_shape_store(const std::string& function) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t& stores = shape_stores_of_[function];
+  if (stores >= kShapePlansKept) return false;
+  ++stores;
+  return true;
+}
+
+namespace {
+
+// Whether `entry`'s payload passes `check` (the profile records the wait the build did not
+// hide); a failing entry is given to `cache.reject`.
+bool passes(PayloadChecker& check, cache::ModelCache& cache, const cache::MappedEntry& entry,
+            const BoundFunction& bound) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  Status verified = check.get();
+  if (profiling::enabled()) {
+    profiling::add_build_phase(
+        bound.name, profiling::shapes_text(bound.sizes),
+        "cache entry check (what the build did not hide)",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
+            .count());
+  }
+  if (!verified.ok()) cache.reject(entry, verified.message());
+  return verified.ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape(
+    const BoundFunction& bound) const {
+  const ir::Graph* graph = model_.find_function(bound.name);
+  if (cache_dir_.empty() || graph == nullptr || has_static_inputs(*graph)) {
+    // No cache, or a static function: the load's own artifact covers those.
+    return compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  }
+  const std::vector<StaticFunction> functions = {StaticFunction{bound.name, bound.sizes}};
+  const cache::CacheKey key = make_cache_key(model_hash_, functions, options_, compile_);
+  cache::ModelCache cache(cache_dir_, cache_options_);
+  LoadReport lookup;  // its warnings: an unusable entry is rebuilt and replaced
+  const auto lookup_start = std::chrono::steady_clock::now();
+  // The entry's packed weights go into a store of this build's own, staged over the model's:
+  // its payload is hashed (on a second thread when large) while the plan is built from them,
+  // and they reach the model's store, where other functions would use them, once it passes.
+  auto staged = std::make_shared<cpu::PackedConstants>(compile_.packed.get());
+  std::optional<Adopted> cached =
+      adopt_cached(cache, key, *staged, lookup, cache::PayloadCheck::Later);
+  PayloadChecker check;
+  if (cached && cached->unchecked) check = PayloadChecker(*cached->unchecked);
+  const double lookup_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lookup_start)
+          .count();
+  // A shape the entry records is rebuilt without the proofs its plan passed when made; a plan
+  // that then differs from the entry's is built again with them.
+  const bool recorded = cached && cached->functions.size() == 1 &&
+                        cached->functions[0].name == bound.name &&
+                        cached->functions[0].input_sizes == bound.sizes;
+  std::optional<Result<std::unique_ptr<compile::CompiledFunction>>> compiled;
+  if (cached) {
+    compile::CompileOptions trusted = compile_;
+    trusted.proofs_recorded = recorded;
+    trusted.packed = staged;
+    compiled = compile::specialize(model_, bound.name, bound.sizes, options_, trusted);
+    if (check.valid() && !passes(check, cache, *cached->unchecked, bound)) {
+      cached.reset();  // nothing built from it has left this build: rebuilt and replaced
+    }
+    if (cached) compile_.packed->absorb(staged);
+  }
+  if (!cached) compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  if (profiling::enabled()) {  // the lookup came first: the build's first phase
+    profiling::add_build_phase(bound.name, profiling::shapes_text(bound.sizes),
+                               cached && recorded ? "cache lookup (entry adopted)"
+                                                  : "cache lookup (no entry for these shapes)",
+                               lookup_ms, profiling::PhaseAt::Front);
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompiledFunction> built, std::move(*compiled));
+  artifact::FunctionRecord record = record_of(*built, bound.name, bound.sizes);
+  if (cached && recorded && cached->functions[0] != record) {
+    KILN_ASSIGN_OR_RETURN(built,
+                          compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
+    record = record_of(*built, bound.name, bound.sizes);
+  } else if (cached && recorded) {
+    shape_hits_.fetch_add(1);
+    return built;
+  }
+  // A miss, or an entry whose plan differs: store this one (packed weights of every shape
+  // so far, so that the next process adopts what it needs whatever it binds first), unless
+  // this function has stored as many as the plans the model keeps.
+  if (claim_shape_store(bound.name)) store_shape(key, record);
+  return built;
+}
+
+void LoadedModel::store_shape(const cache::CacheKey& key,
+                              const artifact::FunctionRecord& record) const {
+  std::vector<artifact::FunctionRecord> records = {record};
+  auto store = [dir = cache_dir_, options = cache_options_, key, hash = model_hash_,
+                records = std::move(records), packed = compile_.packed] {
+    cache::ModelCache background(dir, options);
+    artifact::ArtifactPieces payload;
+    layout_payload(records, *packed, payload);
+    (void)background.store(key, payload.pieces, hash);  // failures: the cache's warnings
+  };
+  if (compile_.store_in_background) {
+    run_in_background(std::move(store));
+  } else {
+    store();
+  }
+  shape_stores_.fetch_add(1);
+}
+
+}  // namespace kiln::engine

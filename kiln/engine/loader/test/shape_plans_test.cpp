@@ -1,0 +1,148 @@
+// Per-shape plans of functions of symbolic inputs without expect_frequent_reshapes: a loaded
+// model keeps kShapePlansKept of them per function. Beyond, a function with a shape-generic
+// plan runs new shapes on it; one without drops the plan of its least recently used shape.
+#include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/test/loader_test_util.h>
+
+#include <gmock/gmock.h>
+
+#include <set>
+
+namespace kiln::engine {
+namespace {
+
+using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+using loader_test::expect_binds_like_reference;
+using loader_test::TempDir;
+
+// x [n, 8] -> MatMul(W [8, 4]) -> Relu: a function that has a shape-generic plan.
+ir::Model matmul_model() {
+  ModelBuilder b(5);
+  ir::Dim n = ir::Dim::symbol("n");
+  int x = b.input("x", {n, 8});
+  int w = b.weight("w", {8, 4});
+  int mm = b.value("mm", {n, 4});
+  int y = b.value("y", {n, 4});
+  b.node("MatMul", {x, w}, {mm});
+  b.node("Relu", {mm}, {y});
+  b.output(y);
+  return b.build();
+}
+
+// The shapes (first input's) of every built function of `loaded`; {} for a generic plan.
+std::set<std::vector<int64_t>> built_shapes(const LoadedModel& loaded) {
+  std::set<std::vector<int64_t>> shapes;
+  for (const FunctionPlacement& function : loaded.placement()) {
+    shapes.insert(function.input_sizes.empty() ? std::vector<int64_t>{} : function.input_sizes[0]);
+  }
+  return shapes;
+}
+
+// Runs `main` bound to a batch of `batch` against the reference interpreter.
+void expect_runs_like_reference(LoadedModel& loaded, const ir::Model& model, int64_t batch) {
+  expect_binds_like_reference(loaded, model, {batch, 8, 10, 10}, 7);
+}
+
+const compile::CompiledFunction* function_of(LoadedModel& loaded,
+                                             const std::vector<int64_t>& sizes) {
+  auto session = loaded.bind("main", {sizes});
+  EXPECT_TRUE(session.ok()) << session.status().to_string();
+  if (!session.ok()) return nullptr;
+  auto function = session->function();
+  EXPECT_TRUE(function.ok()) << function.status().to_string();
+  return function.ok() ? *function : nullptr;
+}
+
+TEST(ShapePlans, NewShapesBeyondTheKeptOnesRunOnTheGenericPlan) {
+  static_assert(kShapePlansKept == 4, "the shapes below assume four plans kept");
+  const ir::Model model = matmul_model();
+  auto loaded = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  for (int64_t n : {1, 2, 3, 4}) expect_binds_like_reference(**loaded, model, {n, 8}, 3);
+  EXPECT_EQ((*loaded)->num_built(), 4u);
+  const compile::CompiledFunction* first = function_of(**loaded, {1, 8});
+  ASSERT_NE(first, nullptr);
+  EXPECT_FALSE(first->is_generic());
+
+  // Shapes 5 and 40 share one generic plan, built once; the four per-shape plans stay.
+  for (int64_t n : {5, 40, 5}) expect_binds_like_reference(**loaded, model, {n, 8}, 4);
+  EXPECT_EQ((*loaded)->num_built(), 5u);
+  const compile::CompiledFunction* fifth = function_of(**loaded, {5, 8});
+  ASSERT_NE(fifth, nullptr);
+  EXPECT_TRUE(fifth->is_generic());
+  EXPECT_EQ(function_of(**loaded, {40, 8}), fifth);
+  EXPECT_EQ(function_of(**loaded, {1, 8}), first);  // an early shape keeps its own plan
+  EXPECT_EQ(built_shapes(**loaded),
+            (std::set<std::vector<int64_t>>{{}, {1, 8}, {2, 8}, {3, 8}, {4, 8}}));
+
+  // A shape the input types refuse is still refused, naming the input.
+  auto wrong = (*loaded)->bind("main", {{6, 7}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("input 'x' has shape [6, 7]"));
+}
+
+TEST(ShapePlans, AFunctionWithoutAGenericPlanDropsItsLeastRecentlyUsedShape) {
+  const ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  auto loaded = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  for (int64_t n : {1, 2, 3, 4}) expect_runs_like_reference(**loaded, model, n);
+  // Shape 1 used again: shape 2 is now the least recently used.
+  auto held = (*loaded)->bind("main", {{2, 8, 10, 10}});  // a session keeps its plan alive
+  ASSERT_TRUE(held.ok());
+  expect_runs_like_reference(**loaded, model, 1);
+  expect_runs_like_reference(**loaded, model, 3);
+  expect_runs_like_reference(**loaded, model, 4);
+  expect_runs_like_reference(**loaded, model, 5);
+  EXPECT_EQ(built_shapes(**loaded),
+            (std::set<std::vector<int64_t>>{
+                {1, 8, 10, 10}, {3, 8, 10, 10}, {4, 8, 10, 10}, {5, 8, 10, 10}}));
+  EXPECT_EQ((*loaded)->num_built(), 4u);
+
+  // The session bound before shape 2 was dropped still runs on its plan.
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(runtime::ScalarType::Float32, {2, 8, 10, 10}, 21));
+  std::vector<const runtime::Tensor*> in = {&inputs[0].tensor};
+  auto expected = interpret(model, in);
+  auto outputs = output_buffers(**held->function());
+  std::vector<runtime::Tensor*> out = {&outputs[0].tensor};
+  ASSERT_TRUE(held->run(in, out).ok());
+  expect_close(outputs[0].tensor, expected[0].tensor);
+
+  // Binding shape 2 again builds it again (and drops shape 1, now the oldest), from the
+  // weights packed for it the first time.
+  const uint64_t packed = (*loaded)->packed_constants().num_packed();
+  expect_runs_like_reference(**loaded, model, 2);
+  EXPECT_EQ((*loaded)->packed_constants().num_packed(), packed);
+  EXPECT_EQ(built_shapes(**loaded),
+            (std::set<std::vector<int64_t>>{
+                {2, 8, 10, 10}, {3, 8, 10, 10}, {4, 8, 10, 10}, {5, 8, 10, 10}}));
+}
+
+TEST(ShapePlans, AFunctionStoresTheArtifactsOfItsFirstShapesOnly) {
+  const ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  TempDir dir("shape_plans_stores");
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto loaded = ModelLoader::load(model, cpu_only(), &cache);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    for (int64_t n = 1; n <= 7; ++n) expect_runs_like_reference(**loaded, model, n);
+    EXPECT_EQ((*loaded)->shape_cache_stores(), kShapePlansKept);
+    wait_for_background_stores();
+  }
+  cache::ModelCache cache(dir.path.string());
+  auto entries = cache.list();
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), kShapePlansKept);
+  // A later process adopts the entries of those shapes and stores no more.
+  auto warm = ModelLoader::load(model, cpu_only(), &cache);
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  for (int64_t n = 1; n <= 2; ++n) expect_runs_like_reference(**warm, model, n);
+  EXPECT_EQ((*warm)->shape_cache_hits(), 2u);
+  EXPECT_EQ((*warm)->shape_cache_stores(), 0u);
+}
+
+}  // namespace
+}  // namespace kiln::engine
