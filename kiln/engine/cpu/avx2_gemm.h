@@ -29,4 +29,13 @@ bool cpu_has_avx512f();
 void avx512_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
                  float* c, int64_t ldc, const Epilogue& e, int threads);
 
+/// C [M, N] (row stride ldc) = A [M, K] (row stride lda) x B [K, N] (row stride ldb), B read
+/// in place, on one thread, for a few rows (`kSmallRows` at most): a decoder step's attention
+/// (one row of A a head, B the past keys or values computed at run time), where packing B into
+/// panels for `avx512_gemm` would touch every value of B once more than the product does.
+/// Needs AVX-512F (`cpu_has_avx512f`); K must be at least 1.
+void avx512_small_rows(const float* a, int64_t lda, int64_t m, int64_t k, const float* b,
+                       int64_t ldb, int64_t n, float* c, int64_t ldc);
+inline constexpr int64_t kSmallRows = 4;
+
 }  // namespace kiln::engine::cpu::dnnl_impl

@@ -238,14 +238,22 @@ Result<dnnl::matmul*> primitive_for(RuntimeMatMulImpl& impl, size_t rank, bool o
 }
 
 // C = A x B for each of `batch` matrices A [m, k], B [k, n], C [m, n] stored one after another,
-// on kiln's loops: each B packed into panels, then `avx512_gemm` or `avx2_gemm`. With at least
+// on kiln's loops: each B packed into panels, then `avx512_gemm` or `avx2_gemm` (with AVX-512 and
+// at most kSmallRows rows, B read in place by `avx512_small_rows` instead). With at least
 // as many batches as threads, each thread takes whole batches; else the batches go one at a
 // time over all threads.
 void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float* c, int64_t batch,
                  int64_t m, int64_t k, int64_t n, int threads) {
   using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
-  const size_t floats = panel_floats(k, n);
   const int teams = batch >= threads ? threads : 1;
+  if (impl.wide && m <= kSmallRows) {  // a decoder step's attention: B read in place
+#pragma omp parallel for num_threads(teams) schedule(static) if (teams > 1)
+    for (int64_t i = 0; i < batch; ++i) {
+      avx512_small_rows(a + i * m * k, k, m, k, b + i * k * n, n, n, c + i * m * n, n);
+    }
+    return;
+  }
+  const size_t floats = panel_floats(k, n);
   if (impl.b_panels.size() < static_cast<size_t>(teams)) impl.b_panels.resize(teams);
   for (int t = 0; t < teams; ++t) {
     if (impl.b_panels[t].size() < floats) impl.b_panels[t].resize(floats);

@@ -134,6 +134,48 @@ TEST(Avx2Gemm, Avx512TilesMatchReference) {
       });
 }
 
+// B read in place with row strides wider than N (a column slice of a larger matrix), C too:
+// every row count up to kSmallRows, K odd and even, N cut anywhere in its 64-column chunks.
+TEST(Avx2Gemm, Avx512SmallRowsMatchReference) {
+  if (!dnnl_impl::cpu_has_avx512f()) GTEST_SKIP() << "the CPU lacks AVX-512";
+  uint32_t seed = 9900;
+  for (int64_t m = 1; m <= dnnl_impl::kSmallRows; ++m) {
+    for (int64_t k : {1, 2, 3, 32, 129}) {
+      for (int64_t n : {1, 15, 16, 17, 32, 64, 65, 129}) {
+        SCOPED_TRACE("m " + std::to_string(m) + ", k " + std::to_string(k) + ", n " +
+                     std::to_string(n));
+        const int64_t ldb = n + 3, ldc = n + 5;
+        OwnedTensor a = random_tensor({m, k}, seed++);
+        OwnedTensor wide_b = random_tensor({k, ldb}, seed++);
+        OwnedTensor b = zeros({k, n});
+        for (int64_t p = 0; p < k; ++p) {
+          for (int64_t j = 0; j < n; ++j) {
+            b.tensor().mutable_data_ptr<float>()[p * n + j] =
+                wide_b.tensor().data_ptr<float>()[p * ldb + j];
+          }
+        }
+        OwnedTensor expected = zeros({m, n});
+        ASSERT_TRUE(kernels::matmul(a.tensor(), b.tensor(), expected.tensor()).ok());
+        std::vector<float> c(static_cast<size_t>(m * ldc), -7.0f);
+        dnnl_impl::avx512_small_rows(a.tensor().data_ptr<float>(), k, m, k,
+                                     wide_b.tensor().data_ptr<float>(), ldb, n, c.data(), ldc);
+        OwnedTensor got = zeros({m, n});
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t j = 0; j < ldc; ++j) {
+            const float value = c[static_cast<size_t>(r * ldc + j)];
+            if (j < n) {
+              got.tensor().mutable_data_ptr<float>()[r * n + j] = value;
+            } else {
+              EXPECT_EQ(value, -7.0f) << "row " << r << ", column " << j << " written";
+            }
+          }
+        }
+        expect_near(got, expected);
+      }
+    }
+  }
+}
+
 TEST(Avx2Gemm, GemmsWithTransBAlphaAndBeta) {
   if (!dnnl_impl::cpu_has_avx2_fma()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
   AsOnAvx2 avx2;

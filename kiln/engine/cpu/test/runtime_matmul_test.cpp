@@ -133,7 +133,11 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
                                       {{3, 2, 7, 33}, {3, 2, 33, 19}},
                                       {{1, 200, 600}, {1, 600, 70}},
                                       {{5, 1, 3}, {5, 3, 1}},
-                                      {{2, 9, 16}, {2, 16, 48}}};
+                                      {{2, 9, 16}, {2, 16, 48}},
+                                      // a decoder step's attention: few rows, B read in place
+                                      {{1, 4, 1, 32}, {1, 4, 32, 129}},
+                                      {{1, 4, 1, 129}, {1, 4, 129, 32}},
+                                      {{3, 4, 65}, {3, 65, 70}}};
   uint32_t seed = 70;
   for (bool avx512 : {true, false}) {
     set_avx512_for_testing(avx512);
