@@ -68,6 +68,24 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
   if (!numel.ok()) return numel.status();
   size_t bytes = static_cast<size_t>(*numel) * tensor.element_size();
   if (pooled && (bytes > tensor.capacity_bytes() || tensor.data() == nullptr)) {
+    if (place_output) {
+      // A function output: the caller's memory where it can take the value (first sizing), and
+      // never given to the pool (a value sized again beyond it goes to the pool, and is copied).
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        if (&slots[static_cast<size_t>(outputs[i])]->value != &value) continue;
+        if (tensor.data() == nullptr) {
+          if (void* to = place_output(i, sizes, bytes)) {
+            placed_outputs[i] = to;
+            tensor.set_data(to, bytes);
+            return tensor.resize(sizes);
+          }
+        } else if (tensor.data() == placed_outputs[i]) {
+          placed_outputs[i] = nullptr;
+          tensor.set_data(nullptr, 0);
+        }
+        break;
+      }
+    }
     pool.give_back({static_cast<uint8_t*>(tensor.mutable_data()), tensor.capacity_bytes()});
     size_t chunks = pool.num_chunks();
     KILN_ASSIGN_OR_RETURN(DynamicPool::Piece piece, pool.take(bytes));
@@ -398,10 +416,16 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
     if (impl.generic) KILN_RETURN_IF_ERROR(input.resize(inputs[i]->sizes()));
   }
   // Outputs of known sizes are written by their steps straight into the caller's tensors
-  // (direct_outputs), the others copied after the run.
+  // (direct_outputs), the others copied after the run; a shape-generic plan's are placed in
+  // the caller's tensors when first sized (place_generic_outputs).
   std::vector<void*> own_storage(outputs.size(), nullptr);
   Status ran = point_outputs_at_caller(inputs, outputs, resize_output, own_storage);
+  if (impl.pooled)
+    place_generic_outputs(impl, inputs, outputs, [&](size_t i, Span<const int64_t> s) {
+      return size_output(i, s, outputs, resize_output);
+    });
   if (ran.ok()) ran = impl.execute();
+  impl.place_output = nullptr;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (own_storage[i] == nullptr) continue;
     Tensor& t = impl.slots[impl.outputs[i]]->tensor();
@@ -411,6 +435,10 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (own_storage[i] != nullptr) continue;
     const Tensor& result = impl.slots[impl.outputs[i]]->tensor();
+    if (impl.pooled && impl.placed_outputs[i] != nullptr &&
+        result.data() == impl.placed_outputs[i]) {
+      continue;  // written in place, sized when placed
+    }
     KILN_RETURN_IF_ERROR(size_output(i, result.sizes(), outputs, resize_output));
     if (result.nbytes() > 0) {
       std::memcpy(outputs[i]->mutable_data(), result.data(), result.nbytes());
@@ -430,38 +458,6 @@ Status CompiledFunction::size_output(size_t i, runtime::Span<const int64_t> size
                                             runtime::shape_to_string(outputs[i]->sizes()) +
                                             " (expected " + runtime::shape_to_string(sizes) +
                                             "): " + status.message());
-}
-
-Status CompiledFunction::point_outputs_at_caller(Span<const Tensor* const> inputs,
-                                                 Span<Tensor* const> outputs,
-                                                 const OutputResizer& resize_output,
-                                                 std::vector<void*>& own_storage) {
-  CompiledFunctionImpl& impl = *impl_;
-  if (impl.generic || !impl.is_static) return Status();
-  // Bytes the run reads or writes elsewhere: a caller's output overlapping them is copied into
-  // after the run instead, so that no step writes where another still reads.
-  auto overlaps = [](const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-    const auto* x = static_cast<const uint8_t*>(a);
-    const auto* y = static_cast<const uint8_t*>(b);
-    return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
-  };
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!impl.direct_outputs[i]) continue;
-    Tensor& t = impl.slots[impl.outputs[i]]->tensor();
-    KILN_RETURN_IF_ERROR(size_output(i, t.sizes(), outputs, resize_output));
-    void* to = outputs[i]->mutable_data();
-    const size_t bytes = t.nbytes();
-    if (to == nullptr || bytes == 0 || outputs[i]->nbytes() != bytes) continue;
-    bool apart = !overlaps(to, bytes, impl.arena_base, impl.arena_bytes);
-    for (const Tensor* in : inputs) apart = apart && !overlaps(to, bytes, in->data(), in->nbytes());
-    for (size_t k = 0; k < outputs.size() && apart; ++k) {
-      apart = k == i || !overlaps(to, bytes, outputs[k]->data(), outputs[k]->nbytes());
-    }
-    if (!apart) continue;
-    own_storage[i] = t.mutable_data();
-    t.set_data(to, bytes);
-  }
-  return Status();
 }
 
 runtime::Result<std::vector<runtime::Tensor>> weight_tensors(const ir::Model& model,

@@ -160,8 +160,9 @@ class CompiledFunction {
   /// dtype and sizes and be contiguous; its data is read in place, never written. Each output
   /// tensor must have the output's dtype; it is resized to the result's sizes (so a Static
   /// tensor must already have them, a Bounded one the capacity) and the result is written into
-  /// it: by the step that computes it, where the plan has its sizes and the tensor overlaps no
-  /// input or other output, else copied after the run. Errors: InvalidArgument naming the input or
+  /// it: by the step that computes it, where the plan has its sizes (a shape-generic plan: once
+  /// that step sizes it) and the tensor overlaps no input or other output, else copied after
+  /// the run. Errors: InvalidArgument naming the input or
   /// output, the shape or dtype given and the one expected, or a wrong count; a kernel's own error
   /// with the node named.
   runtime::Status run(runtime::Span<const runtime::Tensor* const> inputs,

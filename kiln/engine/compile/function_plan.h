@@ -10,6 +10,7 @@
 #include <kiln/runtime/core/evalue.h>
 #include <kiln/runtime/executor/kernel_registry.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -168,6 +169,15 @@ class CompiledFunctionImpl {
   std::vector<std::vector<int>> release_after;
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;
+  /// Pooled plans, during a run: when a function output's value is first sized, called with
+  /// the output's index, sizes and bytes; returns the caller's tensor memory (sized to them) for
+  /// the step to write the output into, or null for pool memory (the output is then copied
+  /// after the run). Unset: every output in pool memory.
+  std::function<void*(size_t output, runtime::Span<const int64_t> sizes, size_t bytes)>
+      place_output;
+  /// Pooled plans, during a run: per function output, the caller's memory `place_output` gave
+  /// it (null: none, or taken back because the value was sized again beyond it).
+  std::vector<void*> placed_outputs;
 
   /// Resize callback of reference kernels: Planned (static) tensors keep their sizes, Dynamic
   /// ones grow their storage.
@@ -179,6 +189,16 @@ class CompiledFunctionImpl {
   /// Pooled plans, before a run: every Dynamic value without storage, the pool reset.
   void renew_pool();
 };
+
+/// Before a run of a pooled (shape-generic) plan: sets `impl.place_output` to give each function
+/// output listed once and no input the caller's tensor, sized by `size` (the run's output
+/// resizer), when that memory overlaps no input and no other output; else null (pool memory,
+/// copied after the run, which then reports a sizing error). `inputs`, `outputs` and `size`
+/// must outlive the run; the caller unsets `place_output` after it.
+void place_generic_outputs(
+    CompiledFunctionImpl& impl, runtime::Span<const runtime::Tensor* const> inputs,
+    runtime::Span<runtime::Tensor* const> outputs,
+    std::function<runtime::Status(size_t, runtime::Span<const int64_t>)> size);
 
 /// Makes a reference-kernel step for `node` over `slots` (a KernelContext bound to `impl`).
 /// Errors: OperatorMissing naming the node when no kernel is registered for its op.
