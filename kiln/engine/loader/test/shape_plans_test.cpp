@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 
 #include <set>
+#include <thread>
 
 namespace kiln::engine {
 namespace {
@@ -142,6 +143,38 @@ TEST(ShapePlans, AFunctionStoresTheArtifactsOfItsFirstShapesOnly) {
   for (int64_t n = 1; n <= 2; ++n) expect_runs_like_reference(**warm, model, n);
   EXPECT_EQ((*warm)->shape_cache_hits(), 2u);
   EXPECT_EQ((*warm)->shape_cache_stores(), 0u);
+}
+
+// Threads binding and running more shapes than the model keeps plans for, at once: plans are
+// let go while other threads still run them (their sessions keep them alive), the generic
+// plan is built once for all, and every result matches the reference.
+TEST(ShapePlans, ConcurrentBindsAndRunsOfManyShapes) {
+  compile::CompileOptions one_thread;  // oneDNN's own threads are not what this test checks
+  one_thread.num_threads = 1;
+  const ir::Model conv = conv_residual_model(ir::Dim::symbol("n"));
+  const ir::Model matmul = matmul_model();
+  for (const ir::Model* model : {&conv, &matmul}) {
+    const bool is_conv = model == &conv;
+    SCOPED_TRACE(is_conv ? "conv" : "matmul");
+    auto loaded = ModelLoader::load(*model, cpu_only(), nullptr, one_thread);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 6; ++i) {
+          const int64_t n = 1 + (t * 3 + i) % 7;
+          if (is_conv) {
+            expect_runs_like_reference(**loaded, *model, n);
+          } else {
+            expect_binds_like_reference(**loaded, *model, {n, 8}, static_cast<uint32_t>(t + i));
+          }
+          (void)(*loaded)->placement();  // reading while others build and let go
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_LE((*loaded)->num_built(), kShapePlansKept + (is_conv ? 0 : 1));
+  }
 }
 
 }  // namespace
