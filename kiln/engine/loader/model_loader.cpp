@@ -72,10 +72,9 @@ Result<compile::CompiledFunction*> LoadedModel::build(BoundFunction& bound) cons
   // A function the entry records is rebuilt without the proofs its plan passed when made.
   compile::CompileOptions recorded = compile_;
   recorded.proofs_recorded = true;
-  auto compiled =
-      bound.generic    ? compile::specialize_generic(model_, bound.name, options_, compile_)
-      : bound.expected ? compile::specialize(model_, bound.name, bound.sizes, options_, recorded)
-                       : specialize_shape(bound);
+  auto compiled = bound.expected
+                      ? compile::specialize(model_, bound.name, bound.sizes, options_, recorded)
+                      : specialize_shape(bound);
   const std::string context = "build function '" + bound.name + "' for " +
                               (bound.generic ? std::string("every input shape (shape-generic)")
                                              : "input shapes " + shapes_text(bound.sizes));

@@ -155,7 +155,8 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// function and those shapes, the options), stored after it is specialized (in the
   /// background with `CompileOptions::store_in_background`; only for the first
   /// `kShapePlansKept` shapes the loaded model specializes for the function, so that a
-  /// process fed ever new shapes does not write an entry per call); the next process that binds the
+  /// process fed ever new shapes does not write an entry per call; a shape-generic plan gets
+  /// one too, keyed without shapes); the next process that binds the
   /// same function and shapes adopts its packed weights instead of packing them (what a
   /// Winograd Conv's weight transform costs), and builds only the plan and kernels. Errors (at
   /// bind, or for a lazy session at its first use): as `compile::specialize` (NotFound for an
@@ -216,9 +217,10 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   bool claim_shape_store(const std::string& function) const;
   /// Builds `bound` unless it is built; serialized per function and shapes.
   runtime::Result<compile::CompiledFunction*> build(BoundFunction& bound) const;
-  /// Specializes a function of symbolic inputs bound after the load for its shapes, through
-  /// the cache when the load had one: a stored artifact of this function and shapes gives its
-  /// packed weights (adopted, not packed again); else the artifact is stored after.
+  /// Specializes a function of symbolic inputs bound after the load for its shapes (or its
+  /// shape-generic plan, for a generic `bound`), through the cache when the load had one: a
+  /// stored artifact of this function and shapes (or of its generic plan: no shapes in the key)
+  /// gives its packed weights (adopted, not packed again); else the artifact is stored after.
   runtime::Result<std::unique_ptr<compile::CompiledFunction>> specialize_shape(
       const BoundFunction& bound) const;
   /// Stores the artifact of `record` under `key` (in the background when the options say so):

@@ -78,6 +78,11 @@ bool LoadedModel::claim_shape_store(const std::string& function) const {
 
 namespace {
 
+// The shapes a build's profile names (as compile::specialize and specialize_generic do).
+std::string build_label(const BoundFunction& bound) {
+  return bound.generic ? std::string("any") : profiling::shapes_text(bound.sizes);
+}
+
 // Whether `entry`'s payload passes `check` (the profile records the wait the build did not
 // hide); a failing entry is given to `cache.reject`.
 bool passes(PayloadChecker& check, cache::ModelCache& cache, const cache::MappedEntry& entry,
@@ -86,8 +91,7 @@ bool passes(PayloadChecker& check, cache::ModelCache& cache, const cache::Mapped
   Status verified = check.get();
   if (profiling::enabled()) {
     profiling::add_build_phase(
-        bound.name, profiling::shapes_text(bound.sizes),
-        "cache entry check (what the build did not hide)",
+        bound.name, build_label(bound), "cache entry check (what the build did not hide)",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
             .count());
   }
@@ -99,10 +103,16 @@ bool passes(PayloadChecker& check, cache::ModelCache& cache, const cache::Mapped
 
 Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape(
     const BoundFunction& bound) const {
+  // A shape-generic plan has an entry of its own too (no shapes in its key), so that a warm
+  // process adopts its packed weights instead of packing them again.
+  auto specialize = [&](const compile::CompileOptions& compile) {
+    return bound.generic ? compile::specialize_generic(model_, bound.name, options_, compile)
+                         : compile::specialize(model_, bound.name, bound.sizes, options_, compile);
+  };
   const ir::Graph* graph = model_.find_function(bound.name);
   if (cache_dir_.empty() || graph == nullptr || has_static_inputs(*graph)) {
     // No cache, or a static function: the load's own artifact covers those.
-    return compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+    return specialize(compile_);
   }
   const std::vector<StaticFunction> functions = {StaticFunction{bound.name, bound.sizes}};
   const cache::CacheKey key = make_cache_key(model_hash_, functions, options_, compile_);
@@ -128,17 +138,17 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   std::optional<Result<std::unique_ptr<compile::CompiledFunction>>> compiled;
   if (cached) {
     compile::CompileOptions trusted = compile_;
-    trusted.proofs_recorded = recorded;
+    trusted.proofs_recorded = recorded && !bound.generic;
     trusted.packed = staged;
-    compiled = compile::specialize(model_, bound.name, bound.sizes, options_, trusted);
+    compiled = specialize(trusted);
     if (check.valid() && !passes(check, cache, *cached->unchecked, bound)) {
       cached.reset();  // nothing built from it has left this build: rebuilt and replaced
     }
     if (cached) compile_.packed->absorb(staged);
   }
-  if (!cached) compiled = compile::specialize(model_, bound.name, bound.sizes, options_, compile_);
+  if (!cached) compiled = specialize(compile_);
   if (profiling::enabled()) {  // the lookup came first: the build's first phase
-    profiling::add_build_phase(bound.name, profiling::shapes_text(bound.sizes),
+    profiling::add_build_phase(bound.name, build_label(bound),
                                cached && recorded ? "cache lookup (entry adopted)"
                                                   : "cache lookup (no entry for these shapes)",
                                lookup_ms, profiling::PhaseAt::Front);
@@ -146,8 +156,7 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompiledFunction> built, std::move(*compiled));
   artifact::FunctionRecord record = record_of(*built, bound.name, bound.sizes);
   if (cached && recorded && cached->functions[0] != record) {
-    KILN_ASSIGN_OR_RETURN(built,
-                          compile::specialize(model_, bound.name, bound.sizes, options_, compile_));
+    KILN_ASSIGN_OR_RETURN(built, specialize(compile_));
     record = record_of(*built, bound.name, bound.sizes);
   } else if (cached && recorded) {
     shape_hits_.fetch_add(1);
@@ -155,8 +164,9 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
   }
   // A miss, or an entry whose plan differs: store this one (packed weights of every shape
   // so far, so that the next process adopts what it needs whatever it binds first), unless
-  // this function has stored as many as the plans the model keeps.
-  if (claim_shape_store(bound.name)) store_shape(key, record);
+  // this function has stored as many as the plans the model keeps (a generic plan, built once
+  // per loaded model, is always stored).
+  if (bound.generic || claim_shape_store(bound.name)) store_shape(key, record);
   return built;
 }
 

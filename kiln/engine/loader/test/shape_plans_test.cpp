@@ -145,6 +145,56 @@ TEST(ShapePlans, AFunctionStoresTheArtifactsOfItsFirstShapesOnly) {
   EXPECT_EQ((*warm)->shape_cache_stores(), 0u);
 }
 
+// A shape-generic plan has a cache entry of its own (no shapes in its key): the next process
+// adopts its packed weights instead of packing them, whether the plan came from
+// expect_frequent_reshapes or from the default's fifth shape.
+TEST(ShapePlans, AGenericPlanIsStoredAndAWarmProcessAdoptsItsWeights) {
+  const ir::Model model = matmul_model();
+  SpecializationOptions reshapes = cpu_only();
+  reshapes.expect_frequent_reshapes = true;
+  TempDir dir("generic_entry");
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto cold = ModelLoader::load(model, reshapes, &cache);
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    ASSERT_TRUE((*cold)->prepare("main").ok());
+    EXPECT_EQ((*cold)->shape_cache_stores(), 1u);
+    EXPECT_EQ((*cold)->packed_constants().num_packed(), 1u);
+    wait_for_background_stores();
+  }
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto warm = ModelLoader::load(model, reshapes, &cache);
+    ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+    ASSERT_TRUE((*warm)->prepare("main").ok());
+    EXPECT_EQ((*warm)->shape_cache_hits(), 1u);
+    EXPECT_EQ((*warm)->shape_cache_stores(), 0u);
+    EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // adopted
+    for (int64_t n : {3, 40}) expect_binds_like_reference(**warm, model, {n, 8}, 5);
+  }
+  {
+    // A corrupt generic entry: found out, nothing of it used, the plan packed and stored again.
+    cache::ModelCache cache(dir.path.string());
+    auto entries = cache.list();
+    ASSERT_TRUE(entries.ok() && entries->size() == 1u);
+    loader_test::flip_payload_byte(entries->front());
+    auto warm = ModelLoader::load(model, reshapes, &cache);
+    ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+    ASSERT_TRUE((*warm)->prepare("main").ok());
+    EXPECT_EQ((*warm)->shape_cache_hits(), 0u);
+    EXPECT_EQ((*warm)->shape_cache_stores(), 1u);
+    EXPECT_EQ((*warm)->packed_constants().num_packed(), 1u);
+    for (int64_t n : {3, 40}) expect_binds_like_reference(**warm, model, {n, 8}, 5);
+    wait_for_background_stores();
+  }
+  // Default options: four per-shape entries, then the generic plan's.
+  cache::ModelCache cache(dir.path.string());
+  auto loaded = ModelLoader::load(model, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  for (int64_t n = 1; n <= 6; ++n) expect_binds_like_reference(**loaded, model, {n, 8}, 6);
+  EXPECT_EQ((*loaded)->shape_cache_stores(), kShapePlansKept + 1);
+}
+
 // Threads binding and running more shapes than the model keeps plans for, at once: plans are
 // let go while other threads still run them (their sessions keep them alive), the generic
 // plan is built once for all, and every result matches the reference.
