@@ -101,7 +101,7 @@ Result<Session> LoadedModel::bind(std::string_view function,
                                   const std::vector<std::vector<int64_t>>& input_sizes) {
   // With expect_frequent_reshapes, a function of symbolic inputs has one shape-generic plan,
   // bound under no shapes, for every shape.
-  // Without it, one plan per shape, up to kShapePlansKept per function (see shape_entry).
+  // Without it, one plan per shape, within the bounds of shape_entry.
   const ir::Graph* graph = model_.find_function(function);
   const bool has_generic = graph != nullptr && has_generic_plan(*graph);
   bool generic = options_.expect_frequent_reshapes && has_generic;

@@ -105,12 +105,19 @@ struct LoadReport {
   bool stored_in_background = false;
 };
 
-/// How many per-shape plans a loaded model keeps for each function of symbolic inputs without
-/// `expect_frequent_reshapes` (see `LoadedModel::bind`). Trade-off: a process cycling through
-/// more shapes than this builds plans again (or runs the function on its shape-generic plan,
-/// 1-2.5x slower than a per-shape one on a decoder); more would keep more memory (each plan
-/// holds its arena and kernels).
-inline constexpr size_t kShapePlansKept = 4;
+/// How many per-shape plans a function of symbolic inputs that has a shape-generic plan gets
+/// without `expect_frequent_reshapes` before new shapes run on that plan (see
+/// `LoadedModel::bind`), and how many per-shape cache entries a function stores in a loaded
+/// model. Trade-off: the generic plan runs a GPT prefill 1.0-1.2x and a decode step about 1.3x
+/// as long as a plan specialized for the shape, but builds nothing per new shape.
+inline constexpr size_t kShapePlansBeforeGeneric = 4;
+/// How many per-shape plans a loaded model keeps for a function of symbolic inputs without a
+/// shape-generic plan (a Conv, ConvTranspose, LSTM, GRU or RNN): beyond, the least recently used
+/// is let go (see `LoadedModel::bind`). Trade-off: a process cycling through more shapes than
+/// this builds plans again (an OCR detector: about 5 ms a call, oneDNN's kernels coming from its
+/// primitive cache); more keep more memory (each plan holds its arena: 8.5 MB for the detector
+/// at 320 x 320).
+inline constexpr size_t kShapePlansKept = 16;
 
 /// The engine's version, as cache keys record it: the engine and its CPU kernel provider
 /// (a new version of either never reads entries of the other).
@@ -128,12 +135,13 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// Binds `function` to `input_sizes` (one per function input).
   ///
   /// Without `expect_frequent_reshapes`, a function of symbolic inputs gets a plan of its own for
-  /// each new shape, kept for later binds, up to `kShapePlansKept` shapes. A bind of a new shape
-  /// beyond those shows that the shapes change often: a function that has a shape-generic plan
-  /// (below) then runs that shape, and every later new one, on it (built once, at the first such
-  /// bind), like `expect_frequent_reshapes`; the plans already built stay for their shapes. One
-  /// that has none (a Conv, ConvTranspose, LSTM, GRU or RNN) gets its plan, and the model lets
-  /// go of the plan of its least recently used shape (bound or run longest ago): its memory is
+  /// each new shape, kept for later binds. A bind of a new shape beyond its first
+  /// `kShapePlansBeforeGeneric` shows that the shapes change often: a function that has a
+  /// shape-generic plan (below) then runs that shape, and every later new one, on it (built once,
+  /// at the first such bind), like `expect_frequent_reshapes`; the plans already built stay for
+  /// their shapes. One that has none (a Conv, ConvTranspose, LSTM, GRU or RNN) gets its plan, and
+  /// beyond `kShapePlansKept` shapes the model lets go of the plan of its least recently used shape
+  /// (bound or run longest ago): its memory is
   /// freed once no session holds it, and a later bind of that shape builds it again. So a model
   /// fed ever new shapes (a decoder's growing past, texts of every length) keeps a bounded number
   /// of plans and, where it can, stops compiling per call.
@@ -154,7 +162,7 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// specialized here for some shapes gets an artifact of its own (key: the package, the
   /// function and those shapes, the options), stored after it is specialized (in the
   /// background with `CompileOptions::store_in_background`; only for the first
-  /// `kShapePlansKept` shapes the loaded model specializes for the function, so that a
+  /// `kShapePlansBeforeGeneric` shapes the loaded model specializes for the function, so that a
   /// process fed ever new shapes does not write an entry per call; a shape-generic plan gets
   /// one too, keyed without shapes); the next process that binds the
   /// same function and shapes adopts its packed weights instead of packing them (what a
@@ -206,14 +214,14 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// The entry of `key`, made when absent (under `mutex_`).
   std::shared_ptr<BoundFunction> entry(const Key& key, bool generic);
   /// The entry of `key` (a function of symbolic inputs bound to shapes, no generic plan asked
-  /// for), made when absent within `kShapePlansKept` per function: beyond, the function's
-  /// generic plan when `generic_fallback`, else a new entry and the least recently used one of
-  /// the function dropped (see `bind`).
+  /// for), made when absent: beyond `kShapePlansBeforeGeneric` per function, the function's
+  /// generic plan when `generic_fallback`; else beyond `kShapePlansKept`, a new entry and the
+  /// least recently used one of the function dropped (see `bind`).
   std::shared_ptr<BoundFunction> shape_entry(const Key& key, bool generic_fallback);
   /// Marks `bound` as used now (the order `shape_entry` drops plans in).
   void touch(BoundFunction& bound) const;
   /// Whether a shape artifact of `function` may be stored: true for its first
-  /// `kShapePlansKept` stores in this loaded model.
+  /// `kShapePlansBeforeGeneric` stores in this loaded model.
   bool claim_shape_store(const std::string& function) const;
   /// Builds `bound` unless it is built; serialized per function and shapes.
   runtime::Result<compile::CompiledFunction*> build(BoundFunction& bound) const;

@@ -41,7 +41,7 @@ std::shared_ptr<BoundFunction> LoadedModel::shape_entry(const Key& key, bool gen
       oldest = at;
     }
   }
-  if (kept >= kShapePlansKept && generic_fallback) {
+  if (kept >= kShapePlansBeforeGeneric && generic_fallback) {
     Key generic_key{key.first, {}};
     it = bound_.find(generic_key);
     if (it == bound_.end()) {
@@ -71,7 +71,7 @@ void LoadedModel::touch(BoundFunction& bound) const {
 bool LoadedModel::claim_shape_store(const std::string& function) const {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t& stores = shape_stores_of_[function];
-  if (stores >= kShapePlansKept) return false;
+  if (stores >= kShapePlansBeforeGeneric) return false;
   ++stores;
   return true;
 }

@@ -4,6 +4,7 @@
 #include <kiln/backends/kiln/kiln_backend.h>
 #include <kiln/backends/kiln/test/kiln_test_programs.h>
 #include <kiln/engine/ir/graph.h>
+#include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/runtime/backend/options.h>
 #include <kiln/runtime/backend/options_map.h>
@@ -72,15 +73,16 @@ TEST(KilnBackend, SymbolicBatchRunsAtTwoBatchSizes) {
   }
 }
 
-// More batch sizes than the delegate keeps sessions for, and than the engine keeps plans for:
-// the early ones keep their plans, later new ones run on the shape-generic plan, and shapes
-// that come back after their session was dropped are bound again.
+// More batch sizes than the delegate keeps sessions for (engine::kShapePlansKept), and than the
+// engine builds per-shape plans for: the early ones keep their plans, later new ones run on the
+// shape-generic plan, and shapes that come back after their session was dropped are bound
+// again.
 TEST(KilnBackend, SymbolicBatchRunsAtManyBatchSizes) {
   auto package = package_of(matmul_add_relu(ir::Dim::symbol("batch")));
   auto kiln = load(kiln_program(package, function_manifest(), 0));
   ASSERT_TRUE(kiln.ok()) << kiln.status();
   for (int round = 0; round < 2; ++round) {
-    for (int64_t batch = 1; batch <= 9; ++batch) {
+    for (int64_t batch = 1; batch <= static_cast<int64_t>(engine::kShapePlansKept) + 4; ++batch) {
       auto reference = load(reference_program(batch));
       ASSERT_TRUE(reference.ok()) << reference.status();
       uint32_t seed = static_cast<uint32_t>(batch + 10 * round);

@@ -1,6 +1,6 @@
-// Per-shape plans of functions of symbolic inputs without expect_frequent_reshapes: a loaded
-// model keeps kShapePlansKept of them per function. Beyond, a function with a shape-generic
-// plan runs new shapes on it; one without drops the plan of its least recently used shape.
+// Per-shape plans of functions of symbolic inputs without expect_frequent_reshapes: a function
+// with a shape-generic plan gets kShapePlansBeforeGeneric of them, then runs new shapes on that
+// plan; one without keeps kShapePlansKept, then drops the plan of its least recently used shape.
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/loader/background_stores.h>
@@ -57,7 +57,7 @@ const compile::CompiledFunction* function_of(LoadedModel& loaded,
 }
 
 TEST(ShapePlans, NewShapesBeyondTheKeptOnesRunOnTheGenericPlan) {
-  static_assert(kShapePlansKept == 4, "the shapes below assume four plans kept");
+  static_assert(kShapePlansBeforeGeneric == 4, "the shapes below assume four plans first");
   const ir::Model model = matmul_model();
   auto loaded = ModelLoader::load(model, cpu_only());
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
@@ -85,22 +85,29 @@ TEST(ShapePlans, NewShapesBeyondTheKeptOnesRunOnTheGenericPlan) {
   EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("input 'x' has shape [6, 7]"));
 }
 
+// The batches `first` to `last` of conv_residual_model's input, as built_shapes lists them.
+std::set<std::vector<int64_t>> batches(int64_t first, int64_t last) {
+  std::set<std::vector<int64_t>> shapes;
+  for (int64_t n = first; n <= last; ++n) shapes.insert({n, 8, 10, 10});
+  return shapes;
+}
+
 TEST(ShapePlans, AFunctionWithoutAGenericPlanDropsItsLeastRecentlyUsedShape) {
   const ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
+  const auto kept = static_cast<int64_t>(kShapePlansKept);
   auto loaded = ModelLoader::load(model, cpu_only());
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  for (int64_t n : {1, 2, 3, 4}) expect_runs_like_reference(**loaded, model, n);
-  // Shape 1 used again: shape 2 is now the least recently used.
+  for (int64_t n = 1; n <= kept; ++n) expect_runs_like_reference(**loaded, model, n);
+  // Every shape but 2 used again after it: shape 2 is now the least recently used.
   auto held = (*loaded)->bind("main", {{2, 8, 10, 10}});  // a session keeps its plan alive
   ASSERT_TRUE(held.ok());
   expect_runs_like_reference(**loaded, model, 1);
-  expect_runs_like_reference(**loaded, model, 3);
-  expect_runs_like_reference(**loaded, model, 4);
-  expect_runs_like_reference(**loaded, model, 5);
-  EXPECT_EQ(built_shapes(**loaded),
-            (std::set<std::vector<int64_t>>{
-                {1, 8, 10, 10}, {3, 8, 10, 10}, {4, 8, 10, 10}, {5, 8, 10, 10}}));
-  EXPECT_EQ((*loaded)->num_built(), 4u);
+  for (int64_t n = 3; n <= kept; ++n) expect_runs_like_reference(**loaded, model, n);
+  expect_runs_like_reference(**loaded, model, kept + 1);
+  std::set<std::vector<int64_t>> expected_shapes = batches(3, kept + 1);
+  expected_shapes.insert({1, 8, 10, 10});
+  EXPECT_EQ(built_shapes(**loaded), expected_shapes);
+  EXPECT_EQ((*loaded)->num_built(), kShapePlansKept);
 
   // The session bound before shape 2 was dropped still runs on its plan.
   std::vector<Buffer> inputs;
@@ -117,9 +124,7 @@ TEST(ShapePlans, AFunctionWithoutAGenericPlanDropsItsLeastRecentlyUsedShape) {
   const uint64_t packed = (*loaded)->packed_constants().num_packed();
   expect_runs_like_reference(**loaded, model, 2);
   EXPECT_EQ((*loaded)->packed_constants().num_packed(), packed);
-  EXPECT_EQ(built_shapes(**loaded),
-            (std::set<std::vector<int64_t>>{
-                {2, 8, 10, 10}, {3, 8, 10, 10}, {4, 8, 10, 10}, {5, 8, 10, 10}}));
+  EXPECT_EQ(built_shapes(**loaded), batches(2, kept + 1));
 }
 
 TEST(ShapePlans, AFunctionStoresTheArtifactsOfItsFirstShapesOnly) {
@@ -130,13 +135,13 @@ TEST(ShapePlans, AFunctionStoresTheArtifactsOfItsFirstShapesOnly) {
     auto loaded = ModelLoader::load(model, cpu_only(), &cache);
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
     for (int64_t n = 1; n <= 7; ++n) expect_runs_like_reference(**loaded, model, n);
-    EXPECT_EQ((*loaded)->shape_cache_stores(), kShapePlansKept);
+    EXPECT_EQ((*loaded)->shape_cache_stores(), kShapePlansBeforeGeneric);
     wait_for_background_stores();
   }
   cache::ModelCache cache(dir.path.string());
   auto entries = cache.list();
   ASSERT_TRUE(entries.ok());
-  EXPECT_EQ(entries->size(), kShapePlansKept);
+  EXPECT_EQ(entries->size(), kShapePlansBeforeGeneric);
   // A later process adopts the entries of those shapes and stores no more.
   auto warm = ModelLoader::load(model, cpu_only(), &cache);
   ASSERT_TRUE(warm.ok()) << warm.status().to_string();
@@ -192,7 +197,7 @@ TEST(ShapePlans, AGenericPlanIsStoredAndAWarmProcessAdoptsItsWeights) {
   auto loaded = ModelLoader::load(model, cpu_only(), &cache);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   for (int64_t n = 1; n <= 6; ++n) expect_binds_like_reference(**loaded, model, {n, 8}, 6);
-  EXPECT_EQ((*loaded)->shape_cache_stores(), kShapePlansKept + 1);
+  EXPECT_EQ((*loaded)->shape_cache_stores(), kShapePlansBeforeGeneric + 1);
 }
 
 // Threads binding and running more shapes than the model keeps plans for, at once: plans are
@@ -212,7 +217,8 @@ TEST(ShapePlans, ConcurrentBindsAndRunsOfManyShapes) {
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 6; ++i) {
-          const int64_t n = 1 + (t * 3 + i) % 7;
+          // 20 batches: more than either function keeps plans for.
+          const int64_t n = 1 + (t * 5 + i) % 20;
           if (is_conv) {
             expect_runs_like_reference(**loaded, *model, n);
           } else {
@@ -223,7 +229,7 @@ TEST(ShapePlans, ConcurrentBindsAndRunsOfManyShapes) {
       });
     }
     for (std::thread& thread : threads) thread.join();
-    EXPECT_LE((*loaded)->num_built(), kShapePlansKept + (is_conv ? 0 : 1));
+    EXPECT_LE((*loaded)->num_built(), is_conv ? kShapePlansKept : kShapePlansBeforeGeneric + 1);
   }
 }
 
