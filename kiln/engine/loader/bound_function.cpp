@@ -2,6 +2,7 @@
 
 #include <kiln/engine/cache/entry_format.h>
 
+#include <map>
 #include <set>
 
 namespace kiln::engine::loader_detail {
@@ -60,6 +61,26 @@ bool has_static_inputs(const ir::Graph& graph) {
 // Whether a function gets a shape-generic plan when expect_frequent_reshapes is set.
 bool has_generic_plan(const ir::Graph& graph) {
   return !has_static_inputs(graph) && !needs_per_shape_kernels(graph);
+}
+
+bool generic_plan_runs_fast(const compile::CompiledFunction& plan, const ir::Graph& graph) {
+  static const std::set<std::string> kMovesData = {
+      "Shape", "Size",  "Gather", "Unsqueeze",       "Squeeze", "Reshape",  "Flatten", "Concat",
+      "Slice", "Split", "Cast",   "ConstantOfShape", "Expand",  "Identity", "Range",   "Transpose",
+      "Where", "Tile",  "Pad",    "Trilu",           "Constant"};
+  std::map<std::string, const ir::Node*> nodes;
+  for (const ir::Node& node : graph.nodes) nodes.emplace(node.name, &node);
+  for (const compile::PlacementEntry& step : plan.placement()) {
+    if (step.device != "cpu:reference" || kMovesData.count(step.op) != 0) continue;
+    auto it = nodes.find(step.node);
+    if (it == nodes.end()) return false;
+    for (int output : it->second->outputs) {
+      if (output < 0) continue;
+      const runtime::ScalarType dtype = graph.values[static_cast<size_t>(output)].type.dtype;
+      if (runtime::is_floating_point(dtype)) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace kiln::engine::loader_detail

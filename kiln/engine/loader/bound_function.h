@@ -58,4 +58,12 @@ bool has_static_inputs(const ir::Graph& graph);
 /// form (Conv, ConvTranspose, LSTM, GRU, RNN).
 bool has_generic_plan(const ir::Graph& graph);
 
+/// Whether `plan`, the shape-generic plan of `graph`, does its work on kiln's run-time loops:
+/// every step left on a reference kernel moves or indexes data (Shape, Gather, Reshape,
+/// Concat, Slice, Cast, ...) or computes no floating-point values (shape arithmetic on
+/// integers). A plan with, say, an Erf or a ReduceMean over activations on the reference
+/// kernels runs many times slower than per-shape plans (oneDNN's kernels), so the default
+/// options do not switch a function to it (see `LoadedModel::bind`).
+bool generic_plan_runs_fast(const compile::CompiledFunction& plan, const ir::Graph& graph);
+
 }  // namespace kiln::engine::loader_detail

@@ -126,6 +126,18 @@ Result<Session> LoadedModel::bind(std::string_view function,
       }
       return built.status();
     }
+    if (generic && !options_.expect_frequent_reshapes &&
+        !loader_detail::generic_plan_runs_fast(**built, *graph)) {
+      // The default's switch to the generic plan, but it would run slower than per-shape
+      // plans: the function keeps per-shape plans (within kShapePlansKept) instead.
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        slow_generic_.insert(std::string(function));
+        auto it = bound_.find(key);
+        if (it != bound_.end() && it->second == bound) bound_.erase(it);
+      }
+      return bind(function, input_sizes);
+    }
     if (generic) {
       Status fits = (*built)->accepts(input_sizes);
       if (!fits.ok()) return fits.with_context("bind function '" + std::string(function) + "'");

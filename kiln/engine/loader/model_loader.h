@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -134,17 +135,19 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
  public:
   /// Binds `function` to `input_sizes` (one per function input).
   ///
-  /// Without `expect_frequent_reshapes`, a function of symbolic inputs gets a plan of its own for
-  /// each new shape, kept for later binds. A bind of a new shape beyond its first
+  /// Without `expect_frequent_reshapes`, a function of symbolic inputs gets a plan of its own
+  /// for each new shape, kept for later binds. A bind of a new shape beyond its first
   /// `kShapePlansBeforeGeneric` shows that the shapes change often: a function that has a
-  /// shape-generic plan (below) then runs that shape, and every later new one, on it (built once,
-  /// at the first such bind), like `expect_frequent_reshapes`; the plans already built stay for
-  /// their shapes. One that has none (a Conv, ConvTranspose, LSTM, GRU or RNN) gets its plan, and
-  /// beyond `kShapePlansKept` shapes the model lets go of the plan of its least recently used shape
-  /// (bound or run longest ago): its memory is
-  /// freed once no session holds it, and a later bind of that shape builds it again. So a model
-  /// fed ever new shapes (a decoder's growing past, texts of every length) keeps a bounded number
-  /// of plans and, where it can, stops compiling per call.
+  /// shape-generic plan (below) then runs that shape, and every later new one, on it (built
+  /// once, at the first such bind), like `expect_frequent_reshapes`; the plans already built
+  /// stay for their shapes. Unless that plan would leave floating-point work other than moving
+  /// data on the reference kernels (an Erf, say: `loader_detail::generic_plan_runs_fast`), in
+  /// which case the function keeps per-shape plans as one without a generic plan does (a Conv,
+  /// ConvTranspose, LSTM, GRU or RNN): beyond `kShapePlansKept` shapes, the model lets go of the
+  /// plan of its least recently used shape (bound or run longest ago); its memory is freed once
+  /// no session holds it, and a later bind of that shape builds it again. So a model fed ever
+  /// new shapes (a decoder's growing past, texts of every length) keeps a bounded number of
+  /// plans and, where it can, stops compiling per call.
   ///
   /// With `expect_frequent_reshapes`
   /// in the options, a function of symbolic inputs without a Conv, ConvTranspose, LSTM, GRU or
@@ -245,8 +248,11 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   cache::CacheOptions cache_options_;
   uint64_t model_hash_ = 0;
   mutable std::atomic<uint64_t> shape_hits_{0}, shape_stores_{0};
-  mutable std::mutex mutex_;  // guards bound_ and shape_stores_of_
+  mutable std::mutex mutex_;  // guards bound_, shape_stores_of_ and slow_generic_
   std::map<Key, std::shared_ptr<BoundFunction>> bound_;
+  /// Functions whose generic plan would run slower than per-shape plans
+  /// (`loader_detail::generic_plan_runs_fast`): the default options keep per-shape plans.
+  std::set<std::string> slow_generic_;
   mutable std::map<std::string, size_t> shape_stores_of_;  // per function
   mutable std::atomic<uint64_t> use_clock_{0};             // for BoundFunction::last_used
   mutable std::mutex warnings_mutex_;

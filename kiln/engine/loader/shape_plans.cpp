@@ -41,7 +41,7 @@ std::shared_ptr<BoundFunction> LoadedModel::shape_entry(const Key& key, bool gen
       oldest = at;
     }
   }
-  if (kept >= kShapePlansBeforeGeneric && generic_fallback) {
+  if (kept >= kShapePlansBeforeGeneric && generic_fallback && slow_generic_.count(key.first) == 0) {
     Key generic_key{key.first, {}};
     it = bound_.find(generic_key);
     if (it == bound_.end()) {

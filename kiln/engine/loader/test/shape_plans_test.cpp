@@ -4,6 +4,7 @@
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/loader/background_stores.h>
+#include <kiln/engine/loader/bound_function.h>
 #include <kiln/engine/loader/test/loader_test_util.h>
 
 #include <gmock/gmock.h>
@@ -90,6 +91,43 @@ std::set<std::vector<int64_t>> batches(int64_t first, int64_t last) {
   std::set<std::vector<int64_t>> shapes;
   for (int64_t n = first; n <= last; ++n) shapes.insert({n, 8, 10, 10});
   return shapes;
+}
+
+// x [n, 8] -> MatMul(W [8, 4]) -> Erf: a generic plan would run the Erf on its reference kernel.
+ir::Model matmul_erf_model() {
+  ModelBuilder b(9);
+  ir::Dim n = ir::Dim::symbol("n");
+  int x = b.input("x", {n, 8});
+  int w = b.weight("w", {8, 4});
+  int mm = b.value("mm", {n, 4});
+  int y = b.value("y", {n, 4});
+  b.node("MatMul", {x, w}, {mm});
+  b.node("Erf", {mm}, {y});
+  b.output(y);
+  return b.build();
+}
+
+// A generic plan that would leave floating-point work on a reference kernel is not switched
+// to: the function keeps a plan per shape, as a function without a generic plan does.
+TEST(ShapePlans, AGenericPlanSlowerThanPerShapePlansIsNotSwitchedTo) {
+  const ir::Model model = matmul_erf_model();
+  auto generic = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(generic.ok()) << generic.status().to_string();
+  EXPECT_FALSE(loader_detail::generic_plan_runs_fast(**generic, model.functions[0]));
+  auto fast = compile::specialize_generic(matmul_model(), "main", cpu_only());
+  ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+  EXPECT_TRUE(loader_detail::generic_plan_runs_fast(**fast, matmul_model().functions[0]));
+
+  auto loaded = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t n = 1; n <= 6; ++n) {
+      expect_binds_like_reference(**loaded, model, {n, 8}, static_cast<uint32_t>(n + round));
+    }
+  }
+  std::set<std::vector<int64_t>> expected;
+  for (int64_t n = 1; n <= 6; ++n) expected.insert({n, 8});
+  EXPECT_EQ(built_shapes(**loaded), expected);  // no generic plan among them
 }
 
 TEST(ShapePlans, AFunctionWithoutAGenericPlanDropsItsLeastRecentlyUsedShape) {
