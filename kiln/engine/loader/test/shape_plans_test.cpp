@@ -19,8 +19,10 @@ using namespace test_models;  // NOLINT(google-build-using-namespace): test help
 using loader_test::expect_binds_like_reference;
 using loader_test::TempDir;
 
-// x [n, 8] -> MatMul(W [8, 4]) -> Relu: a function that has a shape-generic plan.
-ir::Model matmul_model() {
+// x [n, 8] -> MatMul(W [8, 4]) -> `activation`: with Relu (fused into the MatMul), a function
+// that has a shape-generic plan running on kiln's loops; with Erf, one whose generic plan would
+// run the Erf on its reference kernel.
+ir::Model matmul_model(const char* activation = "Relu") {
   ModelBuilder b(5);
   ir::Dim n = ir::Dim::symbol("n");
   int x = b.input("x", {n, 8});
@@ -28,7 +30,7 @@ ir::Model matmul_model() {
   int mm = b.value("mm", {n, 4});
   int y = b.value("y", {n, 4});
   b.node("MatMul", {x, w}, {mm});
-  b.node("Relu", {mm}, {y});
+  b.node(activation, {mm}, {y});
   b.output(y);
   return b.build();
 }
@@ -93,24 +95,10 @@ std::set<std::vector<int64_t>> batches(int64_t first, int64_t last) {
   return shapes;
 }
 
-// x [n, 8] -> MatMul(W [8, 4]) -> Erf: a generic plan would run the Erf on its reference kernel.
-ir::Model matmul_erf_model() {
-  ModelBuilder b(9);
-  ir::Dim n = ir::Dim::symbol("n");
-  int x = b.input("x", {n, 8});
-  int w = b.weight("w", {8, 4});
-  int mm = b.value("mm", {n, 4});
-  int y = b.value("y", {n, 4});
-  b.node("MatMul", {x, w}, {mm});
-  b.node("Erf", {mm}, {y});
-  b.output(y);
-  return b.build();
-}
-
 // A generic plan that would leave floating-point work on a reference kernel is not switched
 // to: the function keeps a plan per shape, as a function without a generic plan does.
 TEST(ShapePlans, AGenericPlanSlowerThanPerShapePlansIsNotSwitchedTo) {
-  const ir::Model model = matmul_erf_model();
+  const ir::Model model = matmul_model("Erf");
   auto generic = compile::specialize_generic(model, "main", cpu_only());
   ASSERT_TRUE(generic.ok()) << generic.status().to_string();
   EXPECT_FALSE(loader_detail::generic_plan_runs_fast(**generic, model.functions[0]));
