@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Frequent reshapes: GPT prefill called at a new sequence length again and again, in one
-// process, on kiln with default options (a plan per new shape for the first four, then the
-// shape-generic plan for later new ones), kiln with
+// process, on kiln with default options (a plan for the first length; the shape-generic plan
+// for the first call of each later one, a plan of its own for its second), kiln with
 // `KilnBackend.expect_frequent_reshapes=true` (one shape-generic plan) and ONNX Runtime, in
 // the same run.
 //
@@ -107,7 +107,7 @@ function main() {
                 'later calls, median (ms) | first calls / ORT | later / ORT |');
     console.log('|---|---:|---:|---:|---:|---:|---:|');
     const labels = {
-      per_shape: 'kiln, default options (4 per-shape plans, then generic)',
+      per_shape: 'kiln, default options (first shape per-shape, then generic)',
       generic: 'kiln, `expect_frequent_reshapes=true`',
       ort: 'ONNX Runtime',
     };

@@ -18,14 +18,17 @@
 namespace kiln::engine {
 
 /// One function bound to one set of input shapes: built at bind, or (bound from a cache hit)
-/// on first use. `ready` lets runs skip the lock once the function is built.
+/// on first use, or (a deferred entry: `fallback` set) at the shape's second run, its first
+/// having run on the function's generic plan. `ready` lets runs skip the lock once built.
 struct BoundFunction {
   BoundFunction(std::string name, std::vector<std::vector<int64_t>> sizes,
-                std::optional<artifact::FunctionRecord> expected, bool generic = false)
+                std::optional<artifact::FunctionRecord> expected, bool generic = false,
+                std::shared_ptr<BoundFunction> fallback = nullptr)
       : name(std::move(name)),
         sizes(std::move(sizes)),
         expected(std::move(expected)),
-        generic(generic) {}
+        generic(generic),
+        fallback(std::move(fallback)) {}
 
   const std::string name;
   const std::vector<std::vector<int64_t>> sizes;           // empty for a shape-generic plan
@@ -35,6 +38,13 @@ struct BoundFunction {
   std::shared_ptr<compile::CompiledFunction> compiled;  // set once, under `mutex`
   std::atomic<compile::CompiledFunction*> ready{nullptr};
   std::atomic<uint64_t> last_used{0};  // LoadedModel::use_clock_ at the last bind or run
+
+  /// A deferred entry's generic plan (see LoadedModel::bind): it runs the shape's first call,
+  /// and every call when the function has no per-shape plan left to give (`settled`).
+  const std::shared_ptr<BoundFunction> fallback;
+  std::atomic<bool> first_run_taken{false};  // a run went to `fallback` as the shape's first
+  std::atomic<bool> settled{false};          // runs on `fallback` for good
+  bool claimed = false;  // a deferred entry given a per-shape plan (under LoadedModel::mutex_)
 };
 
 }  // namespace kiln::engine

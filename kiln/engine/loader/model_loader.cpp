@@ -41,13 +41,24 @@ using runtime::Status;
 Result<compile::CompiledFunction*> Session::built() const {
   compile::CompiledFunction* function = bound_->ready.load(std::memory_order_acquire);
   if (function != nullptr) return function;
+  if (bound_->fallback) return model_->tier_up(*bound_);
   return model_->build(*bound_);
+}
+
+Result<compile::CompiledFunction*> Session::runnable() const {
+  compile::CompiledFunction* function = bound_->ready.load(std::memory_order_acquire);
+  if (function != nullptr) return function;
+  // A deferred entry's first run: on the generic plan, which bind built.
+  if (bound_->fallback && !bound_->first_run_taken.exchange(true, std::memory_order_acq_rel)) {
+    return model_->build(*bound_->fallback);
+  }
+  return built();
 }
 
 Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
                     runtime::Span<runtime::Tensor* const> outputs) {
   model_->touch(*bound_);
-  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
+  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, runnable());
   return function->run(inputs, outputs);
 }
 
@@ -55,7 +66,7 @@ Status Session::run(runtime::Span<const runtime::Tensor* const> inputs,
                     runtime::Span<runtime::Tensor* const> outputs,
                     const compile::CompiledFunction::OutputResizer& resize_output) {
   model_->touch(*bound_);
-  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, built());
+  KILN_ASSIGN_OR_RETURN(compile::CompiledFunction * function, runnable());
   return function->run(inputs, outputs, resize_output);
 }
 
@@ -104,46 +115,56 @@ Result<Session> LoadedModel::bind(std::string_view function,
   // Without it, one plan per shape, within the bounds of shape_entry.
   const ir::Graph* graph = model_.find_function(function);
   const bool has_generic = graph != nullptr && has_generic_plan(*graph);
-  bool generic = options_.expect_frequent_reshapes && has_generic;
-  Key key{std::string(function), generic ? std::vector<std::vector<int64_t>>{} : input_sizes};
-  std::shared_ptr<BoundFunction> bound = generic || graph == nullptr || has_static_inputs(*graph)
-                                             ? entry(key, generic)
-                                             : shape_entry(key, has_generic);
-  generic = bound->generic;
-  if (generic) key.second.clear();
-  // Not from the adopted artifact: build now, so bind reports what does not compile. A lazy
-  // entry (from the artifact) is built on first use.
-  if (!bound->expected) {
-    auto built = build(*bound);
-    if (!built.ok()) {
-      // Keep no entry for what does not compile (binding shapes that do not fit must not grow
-      // the map); a concurrent bind of the same key that is building it keeps its own pointer.
+  const bool all_generic = options_.expect_frequent_reshapes && has_generic;
+  Key key{std::string(function), all_generic ? std::vector<std::vector<int64_t>>{} : input_sizes};
+  std::shared_ptr<BoundFunction> bound =
+      all_generic || graph == nullptr || has_static_inputs(*graph) ? entry(key, all_generic)
+                                                                   : shape_entry(key, has_generic);
+  // A lazy entry (from the adopted artifact) is built on first use. Any other is built now, so
+  // that bind reports what does not compile; for a deferred one, that is the generic plan its
+  // first run uses.
+  const std::shared_ptr<BoundFunction> now = bound->fallback ? bound->fallback : bound;
+  if (now->expected) return Session(shared_from_this(), std::move(bound));
+  auto built = build(*now);
+  if (!built.ok()) {
+    // Keep no entry for what does not compile (binding shapes that do not fit must not grow
+    // the map); a concurrent bind of the same key that is building it keeps its own pointer.
+    std::lock_guard<std::mutex> lock(mutex_);
+    forget(*now, /*built_too=*/false);
+    if (bound != now) forget(*bound, false);
+    return built.status();
+  }
+  if (now->generic && !options_.expect_frequent_reshapes &&
+      !loader_detail::generic_plan_runs_fast(**built, *graph)) {
+    // The default's generic plan would run slower than per-shape plans: the function keeps
+    // per-shape plans (within kShapePlansKept) instead.
+    {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = bound_.find(key);
-      if (it != bound_.end() && it->second == bound &&
-          bound->ready.load(std::memory_order_acquire) == nullptr) {
-        bound_.erase(it);
-      }
-      return built.status();
+      slow_generic_.insert(std::string(function));
+      forget(*now, /*built_too=*/true);
+      if (bound != now) forget(*bound, true);
     }
-    if (generic && !options_.expect_frequent_reshapes &&
-        !loader_detail::generic_plan_runs_fast(**built, *graph)) {
-      // The default's switch to the generic plan, but it would run slower than per-shape
-      // plans: the function keeps per-shape plans (within kShapePlansKept) instead.
-      {
+    return bind(function, input_sizes);
+  }
+  if (now->generic) {
+    Status fits = (*built)->accepts(input_sizes);
+    if (!fits.ok()) {
+      if (bound != now) {
         std::lock_guard<std::mutex> lock(mutex_);
-        slow_generic_.insert(std::string(function));
-        auto it = bound_.find(key);
-        if (it != bound_.end() && it->second == bound) bound_.erase(it);
+        forget(*bound, false);
       }
-      return bind(function, input_sizes);
-    }
-    if (generic) {
-      Status fits = (*built)->accepts(input_sizes);
-      if (!fits.ok()) return fits.with_context("bind function '" + std::string(function) + "'");
+      return fits.with_context("bind function '" + std::string(function) + "'");
     }
   }
   return Session(shared_from_this(), std::move(bound));
+}
+
+void LoadedModel::forget(const BoundFunction& bound, bool built_too) {
+  auto it = bound_.find(Key{bound.name, bound.sizes});
+  if (it != bound_.end() && it->second.get() == &bound &&
+      (built_too || bound.ready.load(std::memory_order_acquire) == nullptr)) {
+    bound_.erase(it);
+  }
 }
 
 std::shared_ptr<BoundFunction> LoadedModel::entry(const Key& key, bool generic) {

@@ -67,7 +67,12 @@ class Session {
   friend class LoadedModel;
   Session(std::shared_ptr<const LoadedModel> model, std::shared_ptr<BoundFunction> bound)
       : model_(std::move(model)), bound_(std::move(bound)) {}
+  /// The session's own plan, built now (a deferred entry's, when the model still gives the
+  /// function a per-shape plan; else the generic plan it runs on).
   runtime::Result<compile::CompiledFunction*> built() const;
+  /// The plan the next run uses: as `built`, except a deferred entry's first run, which goes
+  /// to the generic plan.
+  runtime::Result<compile::CompiledFunction*> runnable() const;
 
   std::shared_ptr<const LoadedModel> model_;
   std::shared_ptr<BoundFunction> bound_;
@@ -107,10 +112,11 @@ struct LoadReport {
 };
 
 /// How many per-shape plans a function of symbolic inputs that has a shape-generic plan gets
-/// without `expect_frequent_reshapes` before new shapes run on that plan (see
-/// `LoadedModel::bind`), and how many per-shape cache entries a function stores in a loaded
-/// model. Trade-off: the generic plan runs a GPT prefill 1.0-1.2x and a decode step about 1.3x
-/// as long as a plan specialized for the shape, but builds nothing per new shape.
+/// without `expect_frequent_reshapes` (its first shape's, then those of shapes run twice; every
+/// other shape runs on the generic plan: see `LoadedModel::bind`), and how many per-shape cache
+/// entries a function stores in a loaded model. Trade-off: the generic plan runs a GPT prefill
+/// 1.0-1.2x and a decode step about 1.3x as long as a plan specialized for the shape, but builds
+/// nothing per new shape.
 inline constexpr size_t kShapePlansBeforeGeneric = 4;
 /// How many per-shape plans a loaded model keeps for a function of symbolic inputs without a
 /// shape-generic plan (a Conv, ConvTranspose, LSTM, GRU or RNN): beyond, the least recently used
@@ -136,16 +142,18 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// Binds `function` to `input_sizes` (one per function input).
   ///
   /// Without `expect_frequent_reshapes`, a function of symbolic inputs gets a plan of its own
-  /// for each new shape, kept for later binds. A bind of a new shape beyond its first
-  /// `kShapePlansBeforeGeneric` shows that the shapes change often: a function that has a
-  /// shape-generic plan (below) then runs that shape, and every later new one, on it (built
-  /// once, at the first such bind), like `expect_frequent_reshapes`; the plans already built
-  /// stay for their shapes. Unless that plan would leave floating-point work other than moving
+  /// for its first shape. A second shape shows that the shapes change: a function that has a
+  /// shape-generic plan (below) builds it then, and runs the first call of each new shape on it;
+  /// a shape's second run gets a plan of its own (a tier up: the bind's session switches to
+  /// it), until the function has `kShapePlansBeforeGeneric`; then every other shape stays on
+  /// the generic plan. So a decoder's loop, whose past grows by one position a call, compiles
+  /// nothing per step, and a shape called again and again still runs on a plan made for it.
+  /// Unless that generic plan would leave floating-point work other than moving
   /// data on the reference kernels (an Erf, say: `loader_detail::generic_plan_runs_fast`), in
-  /// which case the function keeps per-shape plans as one without a generic plan does (a Conv,
-  /// ConvTranspose, LSTM, GRU or RNN): beyond `kShapePlansKept` shapes, the model lets go of the
-  /// plan of its least recently used shape (bound or run longest ago); its memory is freed once
-  /// no session holds it, and a later bind of that shape builds it again. So a model fed ever
+  /// which case the function gets a plan for each new shape as one without a generic plan does
+  /// (a Conv, ConvTranspose, LSTM, GRU or RNN): beyond `kShapePlansKept` shapes, the model lets go
+  /// of the plan of its least recently used shape (bound or run longest ago); its memory is freed
+  /// once no session holds it, and a later bind of that shape builds it again. So a model fed ever
   /// new shapes (a decoder's growing past, texts of every length) keeps a bounded number of
   /// plans and, where it can, stops compiling per call.
   ///
@@ -221,6 +229,16 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// generic plan when `generic_fallback`; else beyond `kShapePlansKept`, a new entry and the
   /// least recently used one of the function dropped (see `bind`).
   std::shared_ptr<BoundFunction> shape_entry(const Key& key, bool generic_fallback);
+  /// The generic entry of `function`, made when absent (under `mutex_`).
+  std::shared_ptr<BoundFunction> generic_entry(const std::string& function);
+  /// Drops `bound` from the entries (under `mutex_`) if it is still the one of its key, and
+  /// unbuilt unless `built_too`.
+  void forget(const BoundFunction& bound, bool built_too);
+  /// Whether deferred `bound` gets a plan of its own: once per entry, while its function has
+  /// fewer than `kShapePlansBeforeGeneric`; else it is `settled` on the generic plan.
+  bool claim_shape_plan(BoundFunction& bound) const;
+  /// A deferred entry past its first run: its own plan, built now when claimed, or the generic.
+  runtime::Result<compile::CompiledFunction*> tier_up(BoundFunction& bound) const;
   /// Marks `bound` as used now (the order `shape_entry` drops plans in).
   void touch(BoundFunction& bound) const;
   /// Whether a shape artifact of `function` may be stored: true for its first

@@ -29,38 +29,94 @@ std::shared_ptr<BoundFunction> LoadedModel::shape_entry(const Key& key, bool gen
     touch(*it->second);
     return it->second;
   }
+  auto make = [&](std::shared_ptr<BoundFunction> fallback) {
+    auto made = std::make_shared<BoundFunction>(key.first, key.second, std::nullopt, false,
+                                                std::move(fallback));
+    touch(*made);
+    bound_.emplace(key, made);
+    return made;
+  };
   // The function's per-shape entries (after its generic one, which has no shapes).
+  const auto first = bound_.lower_bound(Key{key.first, {}});
+  auto of_function = [&](auto visit) {
+    for (auto at = first; at != bound_.end() && at->first.first == key.first; ++at) {
+      if (!at->second->generic) visit(at);
+    }
+  };
+  auto older = [](auto a, auto b) {
+    return a->second->last_used.load(std::memory_order_relaxed) <
+           b->second->last_used.load(std::memory_order_relaxed);
+  };
+  if (generic_fallback && slow_generic_.count(key.first) == 0) {
+    // Plans of their own (built, or claimed at a second run) and deferred entries.
+    size_t plans = 0, deferred = 0;
+    auto oldest_deferred = bound_.end();
+    of_function([&](auto at) {
+      if (!at->second->fallback || at->second->claimed) {
+        ++plans;
+        return;
+      }
+      ++deferred;
+      if (oldest_deferred == bound_.end() || older(at, oldest_deferred)) oldest_deferred = at;
+    });
+    if (plans == 0) return make(nullptr);  // the function's first shape: a plan of its own
+    std::shared_ptr<BoundFunction> generic = generic_entry(key.first);
+    touch(*generic);
+    if (plans >= kShapePlansBeforeGeneric) return generic;
+    // Sessions holding a dropped deferred entry keep it; the model lets it go.
+    if (deferred >= kShapePlansKept) bound_.erase(oldest_deferred);
+    return make(std::move(generic));
+  }
   size_t kept = 0;
   auto oldest = bound_.end();
-  for (auto at = bound_.lower_bound(Key{key.first, {}});
-       at != bound_.end() && at->first.first == key.first; ++at) {
-    if (at->second->generic) continue;
+  of_function([&](auto at) {
     ++kept;
-    if (oldest == bound_.end() || at->second->last_used.load(std::memory_order_relaxed) <
-                                      oldest->second->last_used.load(std::memory_order_relaxed)) {
-      oldest = at;
-    }
-  }
-  if (kept >= kShapePlansBeforeGeneric && generic_fallback && slow_generic_.count(key.first) == 0) {
-    Key generic_key{key.first, {}};
-    it = bound_.find(generic_key);
-    if (it == bound_.end()) {
-      it = bound_
-               .emplace(generic_key, std::make_shared<BoundFunction>(key.first, generic_key.second,
-                                                                     std::nullopt, true))
-               .first;
-    }
-    touch(*it->second);
-    return it->second;
-  }
+    if (oldest == bound_.end() || older(at, oldest)) oldest = at;
+  });
   // Sessions holding the dropped entry keep it (and its plan) alive; the model lets it go.
   if (kept >= kShapePlansKept) bound_.erase(oldest);
-  it =
-      bound_
-          .emplace(key, std::make_shared<BoundFunction>(key.first, key.second, std::nullopt, false))
-          .first;
-  touch(*it->second);
+  return make(nullptr);
+}
+
+std::shared_ptr<BoundFunction> LoadedModel::generic_entry(const std::string& function) {
+  Key key{function, {}};
+  auto it = bound_.find(key);
+  if (it == bound_.end()) {
+    it =
+        bound_
+            .emplace(key, std::make_shared<BoundFunction>(function, key.second, std::nullopt, true))
+            .first;
+  }
   return it->second;
+}
+
+bool LoadedModel::claim_shape_plan(BoundFunction& bound) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bound.claimed) return true;
+  if (bound.settled.load(std::memory_order_relaxed)) return false;
+  size_t plans = 0;
+  for (auto at = bound_.lower_bound(Key{bound.name, {}});
+       at != bound_.end() && at->first.first == bound.name; ++at) {
+    const BoundFunction& other = *at->second;
+    if (!other.generic && (!other.fallback || other.claimed)) ++plans;
+  }
+  // An entry the model let go of gets no plan either: the model would not count it.
+  auto it = bound_.find(Key{bound.name, bound.sizes});
+  if (plans >= kShapePlansBeforeGeneric || it == bound_.end() || it->second.get() != &bound) {
+    bound.settled.store(true, std::memory_order_release);
+    return false;
+  }
+  bound.claimed = true;
+  return true;
+}
+
+Result<compile::CompiledFunction*> LoadedModel::tier_up(BoundFunction& bound) const {
+  if (bound.settled.load(std::memory_order_acquire) || !claim_shape_plan(bound)) {
+    compile::CompiledFunction* generic = bound.fallback->ready.load(std::memory_order_acquire);
+    return generic != nullptr ? Result<compile::CompiledFunction*>(generic)
+                              : build(*bound.fallback);
+  }
+  return build(bound);
 }
 
 void LoadedModel::touch(BoundFunction& bound) const {

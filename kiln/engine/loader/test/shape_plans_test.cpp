@@ -1,6 +1,7 @@
 // Per-shape plans of functions of symbolic inputs without expect_frequent_reshapes: a function
-// with a shape-generic plan gets kShapePlansBeforeGeneric of them, then runs new shapes on that
-// plan; one without keeps kShapePlansKept, then drops the plan of its least recently used shape.
+// with a shape-generic plan gets one for its first shape, then runs each new shape's first call
+// on that plan and gives a plan of its own to shapes run twice, kShapePlansBeforeGeneric in all;
+// one without keeps kShapePlansKept, then drops the plan of its least recently used shape.
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
 #include <kiln/engine/loader/background_stores.h>
@@ -64,13 +65,15 @@ TEST(ShapePlans, NewShapesBeyondTheKeptOnesRunOnTheGenericPlan) {
   const ir::Model model = matmul_model();
   auto loaded = ModelLoader::load(model, cpu_only());
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  // (The helper asks each session for its function: a second shape's plan is built then, not
+  // at its second run; the generic plan was built at that shape's bind.)
   for (int64_t n : {1, 2, 3, 4}) expect_binds_like_reference(**loaded, model, {n, 8}, 3);
-  EXPECT_EQ((*loaded)->num_built(), 4u);
+  EXPECT_EQ((*loaded)->num_built(), 5u);
   const compile::CompiledFunction* first = function_of(**loaded, {1, 8});
   ASSERT_NE(first, nullptr);
   EXPECT_FALSE(first->is_generic());
 
-  // Shapes 5 and 40 share one generic plan, built once; the four per-shape plans stay.
+  // Shapes 5 and 40 share the generic plan; the four per-shape plans stay.
   for (int64_t n : {5, 40, 5}) expect_binds_like_reference(**loaded, model, {n, 8}, 4);
   EXPECT_EQ((*loaded)->num_built(), 5u);
   const compile::CompiledFunction* fifth = function_of(**loaded, {5, 8});
@@ -86,6 +89,113 @@ TEST(ShapePlans, NewShapesBeyondTheKeptOnesRunOnTheGenericPlan) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
   EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("input 'x' has shape [6, 7]"));
+}
+
+// Runs `session` (bound to `sizes`) once on seeded data against the reference interpreter,
+// without asking it for its function (which would build the session's own plan).
+void expect_runs_like_reference(Session& session, const ir::Model& model,
+                                const std::vector<int64_t>& sizes, uint32_t seed) {
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(runtime::ScalarType::Float32, sizes, seed));
+  std::vector<const runtime::Tensor*> in = {&inputs[0].tensor};
+  auto expected = interpret(model, in);
+  std::vector<float> storage(expected[0].tensor.numel(), -1.0f);
+  const auto sizes_out = expected[0].tensor.sizes();
+  runtime::Tensor output(runtime::ScalarType::Float32,
+                         std::vector<int64_t>(sizes_out.begin(), sizes_out.end()), storage.data());
+  std::vector<runtime::Tensor*> out = {&output};
+  ASSERT_TRUE(session.run(in, out).ok());
+  expect_close(output, expected[0].tensor);
+}
+
+// A shape's first call runs on the generic plan; its second gets a plan of its own, while the
+// function has fewer than kShapePlansBeforeGeneric. A decoder's loop (a new shape every call)
+// builds no per-shape plan after its first.
+TEST(ShapePlans, ANewShapeRunsOnTheGenericPlanUntilItsSecondRun) {
+  const ir::Model model = matmul_model();
+  auto loaded = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto bind = [&](int64_t n) {
+    auto session = (*loaded)->bind("main", {{n, 8}});
+    EXPECT_TRUE(session.ok()) << session.status().to_string();
+    return std::move(session).get();
+  };
+  Session first = bind(1);  // the function's first shape: its own plan, built at bind
+  EXPECT_TRUE(first.is_built());
+  expect_runs_like_reference(first, model, {1, 8}, 1);
+  EXPECT_EQ(built_shapes(**loaded), (std::set<std::vector<int64_t>>{{1, 8}}));
+
+  Session second = bind(2);  // builds the generic plan, for its first run
+  EXPECT_FALSE(second.is_built());
+  EXPECT_EQ(built_shapes(**loaded), (std::set<std::vector<int64_t>>{{}, {1, 8}}));
+  expect_runs_like_reference(second, model, {2, 8}, 2);
+  EXPECT_FALSE(second.is_built());
+  EXPECT_EQ((*loaded)->num_built(), 2u);
+  expect_runs_like_reference(second, model, {2, 8}, 3);  // the second run: its own plan
+  EXPECT_TRUE(second.is_built());
+  EXPECT_EQ(built_shapes(**loaded), (std::set<std::vector<int64_t>>{{}, {1, 8}, {2, 8}}));
+
+  // A decoder's loop: every call a new shape, each run once; nothing more is built.
+  for (int64_t n = 10; n < 40; ++n) {
+    Session step = bind(n);
+    expect_runs_like_reference(step, model, {n, 8}, static_cast<uint32_t>(n));
+  }
+  EXPECT_EQ((*loaded)->num_built(), 3u);
+
+  // Shapes run again get plans until the function has four; the one run again after them stays
+  // on the generic plan (bound before: deferred, then settled).
+  std::vector<Session> again;
+  for (int64_t n : {3, 4, 5}) {
+    again.push_back(bind(n));
+    expect_runs_like_reference(again.back(), model, {n, 8}, 4);
+  }
+  for (size_t i = 0; i < again.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(i) + 3;
+    for (uint32_t seed = 5; seed < 7; ++seed) {
+      expect_runs_like_reference(again[i], model, {n, 8}, seed);
+    }
+    EXPECT_EQ(again[i].is_built(), n != 5) << n;
+    auto function = again[i].function();
+    ASSERT_TRUE(function.ok());
+    EXPECT_EQ((*function)->is_generic(), n == 5) << n;
+  }
+  EXPECT_EQ((*loaded)->num_built(), kShapePlansBeforeGeneric + 1);
+  // A new shape now binds the generic plan itself.
+  Session later = bind(50);
+  auto function = later.function();
+  ASSERT_TRUE(function.ok());
+  EXPECT_TRUE((*function)->is_generic());
+
+  // A shape the input types refuse is refused at bind, naming the input, and leaves no entry.
+  auto wrong = (*loaded)->bind("main", {{6, 7}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
+  EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("input 'x' has shape [6, 7]"));
+}
+
+// A session run by several threads at once through its first and second runs: the shape gets
+// one plan, and every result matches the reference.
+TEST(ShapePlans, ConcurrentRunsOfADeferredSession) {
+  compile::CompileOptions one_thread;
+  one_thread.num_threads = 1;
+  const ir::Model model = matmul_model();
+  auto loaded = ModelLoader::load(model, cpu_only(), nullptr, one_thread);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  ASSERT_TRUE((*loaded)->bind("main", {{1, 8}}).ok());
+  auto session = (*loaded)->bind("main", {{7, 8}});
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Session mine = *session;
+      for (int i = 0; i < 5; ++i) {
+        expect_runs_like_reference(mine, model, {7, 8}, static_cast<uint32_t>(t * 5 + i));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_TRUE(session->is_built());
+  EXPECT_EQ(built_shapes(**loaded), (std::set<std::vector<int64_t>>{{}, {1, 8}, {7, 8}}));
 }
 
 // The batches `first` to `last` of conv_residual_model's input, as built_shapes lists them.
