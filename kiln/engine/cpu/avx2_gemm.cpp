@@ -130,15 +130,20 @@ template <bool kPrefetch>
 // FMAs), over blocks of 256 of K: a pair of panels' block is 32 KiB, which stays in L1.
 constexpr int kWideRows = 12;
 constexpr int64_t kWideDepth = 256;
+// From this size of B up (larger than a core's L2 on recent Xeons), the first tile of each panel
+// pair prefetches the next pair's block; below, B stays in L2 and the prefetches only cost (GPT
+// prefill's 0.1-0.5 MB matrices ran 1-2 % slower with them).
+constexpr int64_t kWidePrefetchBytes = int64_t{2} << 20;
 
 #define KILN_WIDE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
 // As `tile`, for R rows by P panels: `b` is the first panel's block, `b2` the second's; `init`
 // holds P x 16 starting sums.
-template <int R, int P>
+template <int R, int P, bool kPrefetch>
 [[gnu::target("avx512f")]] inline void wide_tile(const float* a, int64_t lda, const float* b,
                                                  const float* b2, int64_t kc, float* c, int64_t ldc,
-                                                 bool first, const float* init, const float* res) {
+                                                 bool first, const float* init, const float* res,
+                                                 const float* next, const float* next2) {
   static_assert(R >= 1 && R <= kWideRows && (P == 1 || P == 2));
   const __m512 init0 = _mm512_loadu_ps(init);
   const __m512 init1 = P == 2 ? _mm512_loadu_ps(init + kPanel) : init0;
@@ -170,6 +175,12 @@ template <int R, int P>
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * kPanel);
     [[maybe_unused]] const __m512 b1 = P == 2 ? _mm512_loadu_ps(b2 + k * kPanel) : b0;
+    if constexpr (kPrefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * kPanel), _MM_HINT_T0);
+      if (next2 != nullptr) {
+        _mm_prefetch(reinterpret_cast<const char*>(next2 + k * kPanel), _MM_HINT_T0);
+      }
+    }
 #define KILN_WIDE_FMA(r)                                             \
   if constexpr (R > (r)) {                                           \
     const __m512 x = _mm512_set1_ps(a##r[k]);                        \
@@ -188,20 +199,38 @@ template <int R, int P>
 #undef KILN_WIDE_STORE
 }
 
-template <int P>
+// `next` (and `next2`, or null): the blocks of the panels after this tile's, prefetched a row
+// per row of `b` (the chunk's first tile of a panel pair, whose B comes from memory or L3:
+// without it, a GPT-large head's 128 x 512 x 8192 ran at 66 % of the peak); null: none.
+template <int P, bool kPrefetch>
 [[gnu::target("avx512f")]] inline void wide_tile_rows(int rows, const float* a, int64_t lda,
                                                       const float* b, const float* b2, int64_t kc,
                                                       float* c, int64_t ldc, bool first,
-                                                      const float* init, const float* res) {
+                                                      const float* init, const float* res,
+                                                      const float* next, const float* next2) {
   switch (rows) {
-#define KILN_WIDE_CASE(r) \
-  case (r) + 1:           \
-    return wide_tile<(r) + 1, P>(a, lda, b, b2, kc, c, ldc, first, init, res);
+#define KILN_WIDE_CASE(r)                                                                      \
+  case (r) + 1:                                                                                \
+    return wide_tile<(r) + 1, P, kPrefetch>(a, lda, b, b2, kc, c, ldc, first, init, res, next, \
+                                            next2);
     KILN_WIDE_ROWS(KILN_WIDE_CASE)
 #undef KILN_WIDE_CASE
     default:
       return;
   }
+}
+
+template <int P>
+[[gnu::target("avx512f")]] inline void wide_tile_rows(int rows, const float* a, int64_t lda,
+                                                      const float* b, const float* b2, int64_t kc,
+                                                      float* c, int64_t ldc, bool first,
+                                                      const float* init, const float* res,
+                                                      const float* next = nullptr,
+                                                      const float* next2 = nullptr) {
+  if (next != nullptr) {
+    return wide_tile_rows<P, true>(rows, a, lda, b, b2, kc, c, ldc, first, init, res, next, next2);
+  }
+  wide_tile_rows<P, false>(rows, a, lda, b, b2, kc, c, ldc, first, init, res, nullptr, nullptr);
 }
 
 // Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
@@ -247,6 +276,8 @@ template <bool kWide>
   Epilogue rest = e;
   if (residual_first) ++rest.ops, --rest.num_ops;
   const bool finish_rest = residual_first ? rest.num_ops > 0 : finish;
+  const bool prefetch_wide =
+      k_count * n_count * static_cast<int64_t>(sizeof(float)) >= kWidePrefetchBytes;
   for (int64_t k0 = 0; k0 < k_count; k0 += kBlockDepth) {
     const int64_t kc = std::min(kBlockDepth, k_count - k0);
     const bool first = k0 == 0, last = k0 + kc == k_count;
@@ -261,6 +292,13 @@ template <bool kWide>
         const bool pair = kWide && p + 1 < p_end && n0 + 2 * kPanel <= n_count;
         const int64_t span = pair ? 2 * kPanel : kPanel;
         const float* next_b = !kWide && p + 1 < p_end ? b + k_count * kPanel : nullptr;
+        // AVX-512: the next pair's blocks (the panels after this tile's).
+        const int64_t after = p + (pair ? 2 : 1);
+        const float* next_wide = kWide && prefetch_wide && after < p_end
+                                     ? panels + (after * k_count + k0) * kPanel
+                                     : nullptr;
+        const float* next_wide2 =
+            next_wide != nullptr && after + 1 < p_end ? next_wide + k_count * kPanel : nullptr;
         float bias[2 * kPanel] = {};
         if (e.col_bias != nullptr) {
           std::memcpy(bias, e.col_bias + n0,
@@ -273,11 +311,13 @@ template <bool kWide>
           if (pair || width == kPanel) {
             const float* res = residual_first ? e.residual + m * ldc + n0 : nullptr;
             if constexpr (kWide) {
+              const float* next = m == mc ? next_wide : nullptr;
               if (pair) {
                 wide_tile_rows<2>(rows, a_block, lda, b, b + k_count * kPanel, kc, out, ldc, first,
-                                  bias, res);
+                                  bias, res, next, next_wide2);
               } else {
-                wide_tile_rows<1>(rows, a_block, lda, b, nullptr, kc, out, ldc, first, bias, res);
+                wide_tile_rows<1>(rows, a_block, lda, b, nullptr, kc, out, ldc, first, bias, res,
+                                  next, next_wide2);
               }
             } else {
               tile_rows(rows, a_block, lda, b, kc, out, ldc, first, bias, res,

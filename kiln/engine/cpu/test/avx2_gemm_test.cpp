@@ -103,12 +103,15 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
 
 // kiln's AVX-512 MatMul (avx512_gemm), called directly on B's panels: tiles of every height
 // to 12, pairs of panels and a last single or cut one, blocks of K after the first, the
-// threads' splits, biases, post-ops and a residual, against the reference.
+// threads' splits, biases, post-ops and a residual, against the reference. The last two B
+// are over 2 MiB, where the first tile of each pair prefetches the next pair's block (one
+// ends on a single panel, the other on a cut one).
 TEST(Avx2Gemm, Avx512TilesMatchReference) {
   if (!dnnl_impl::cpu_has_avx512f()) GTEST_SKIP() << "the CPU lacks AVX-512";
-  const std::vector<Shape> shapes = {{1, 300, 40},  {3, 257, 17},   {12, 64, 512}, {13, 1, 1},
-                                     {11, 7, 48},   {24, 256, 33},  {25, 513, 64}, {96, 64, 100},
-                                     {97, 300, 80}, {200, 600, 70}, {128, 40, 700}};
+  const std::vector<Shape> shapes = {
+      {1, 300, 40},   {3, 257, 17},    {12, 64, 512},  {13, 1, 1},    {11, 7, 48},
+      {24, 256, 33},  {25, 513, 64},   {96, 64, 100},  {97, 300, 80}, {200, 600, 70},
+      {128, 40, 700}, {25, 600, 1040}, {30, 512, 1050}};
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {},
       {{PostOpKind::Relu}},
