@@ -214,6 +214,14 @@ double step_flops(const CompiledFunctionImpl& impl, const Step& step) {
   if (!counts_work(node.op)) return 0.0;
   std::vector<std::vector<int64_t>> inputs;
   for (int v : node.inputs) inputs.push_back(run_sizes(impl, v));
+  if (node.op == "MatMul" && inputs.size() > 1 && inputs[1].empty() && step.inputs.size() > 1 &&
+      step.inputs[1] != node.inputs[1]) {
+    // B read transposed from the folded Transpose's input (a shape-generic plan: the
+    // Transpose's result has no sizes): its sizes with the last two axes swapped.
+    inputs[1] = run_sizes(impl, step.inputs[1]);
+    if (inputs[1].size() >= 2)
+      std::swap(inputs[1][inputs[1].size() - 1], inputs[1][inputs[1].size() - 2]);
+  }
   return work_flops(
       node, inputs,
       node.outputs.empty() ? std::vector<int64_t>{} : run_sizes(impl, node.outputs[0]));

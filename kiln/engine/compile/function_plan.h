@@ -317,7 +317,9 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& context, siz
 /// (oneDNN's matmul takes a B of any strides), or -1: a Transpose of an f32 value computed at
 /// run time (not a constant) that swaps only the last two axes, whose result is read only by
 /// one MatMul as B and is not a function output. Attention's K^T in a decoder: GPT decode's
-/// three took 7 us each, copying [4, 129, 32] floats into rows of 129.
-int matmul_reading_transposed(const FusionContext& context, size_t transpose);
+/// three took 7 us each, copying [4, 129, 32] floats into rows of 129. `declared_rank`: when
+/// the input's sizes are not known (a shape-generic plan), its rank is the model's declared one.
+int matmul_reading_transposed(const FusionContext& context, size_t transpose,
+                              bool declared_rank = false);
 
 }  // namespace kiln::engine::compile

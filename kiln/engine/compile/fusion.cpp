@@ -273,7 +273,7 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
   return finished(std::move(group), current);
 }
 
-int matmul_reading_transposed(const FusionContext& c, size_t transpose) {
+int matmul_reading_transposed(const FusionContext& c, size_t transpose, bool declared_rank) {
   const ir::Node& t = c.graph.nodes[transpose];
   if (t.op != "Transpose" || !t.domain.empty() || t.inputs.size() != 1 || t.outputs.size() != 1 ||
       t.inputs[0] < 0 || t.outputs[0] < 0) {
@@ -282,11 +282,13 @@ int matmul_reading_transposed(const FusionContext& c, size_t transpose) {
   const int x = t.inputs[0], y = t.outputs[0];
   const Slot& source = *c.slots[static_cast<size_t>(x)];
   const std::vector<int64_t>* sizes = static_sizes(c, x);
-  if (sizes == nullptr || sizes->size() < 2 || source.dtype != ScalarType::Float32 ||
-      is_constant(c, x) || c.num_uses[static_cast<size_t>(y)] != 1) {
+  const ir::TensorType& type = c.graph.values[static_cast<size_t>(x)].type;
+  size_t rank = sizes != nullptr ? sizes->size() : 0;
+  if (sizes == nullptr && declared_rank && type.rank_known) rank = type.shape.size();
+  if (rank < 2 || source.dtype != ScalarType::Float32 || is_constant(c, x) ||
+      c.num_uses[static_cast<size_t>(y)] != 1) {
     return -1;
   }
-  const size_t rank = sizes->size();
   std::vector<int64_t> perm(rank);
   for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);  // default
   if (const ir::Attribute* a = t.attribute("perm")) {

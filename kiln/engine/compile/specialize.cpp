@@ -394,8 +394,16 @@ class Builder {
   // A Transpose whose result a oneDNN MatMul can read as B in place
   // (`matmul_reading_transposed`): not placed now; the MatMul tries that, else places it first.
   bool defer_to_matmul(size_t n) {
-    if (!options_.fuse || !shapes_static(graph_.nodes[n].inputs)) return false;
+    if (!options_.fuse) return false;
     FusionContext context{graph_, impl_->slots, num_uses_, consumer_, producer_, absorbed_};
+    if (impl_->generic) {
+      // A shape-generic plan: kiln's run-time MatMul reads a computed B transposed.
+      const int m = matmul_reading_transposed(context, n, /*declared_rank=*/true);
+      if (m < 0) return false;
+      b_transpose_[static_cast<size_t>(m)] = static_cast<int>(n);
+      return true;
+    }
+    if (!shapes_static(graph_.nodes[n].inputs)) return false;
     const int m = matmul_reading_transposed(context, n);
     if (m < 0 || !shapes_static(graph_.nodes[static_cast<size_t>(m)].inputs) ||
         !shapes_static(graph_.nodes[static_cast<size_t>(m)].outputs)) {
@@ -570,6 +578,14 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
     // Both computed (attention's products): a primitive per rank, made at run time.
     desc.inputs = {cpu::TensorDesc{ScalarType::Float32, {}},
                    cpu::TensorDesc{ScalarType::Float32, {}}};
+    std::vector<int> inputs = node.inputs;
+    if (transposed_b_ >= 0) {
+      // B is the deferred Transpose's input, read transposed (its declared rank: the perm's).
+      desc.b_transposed = true;
+      desc.inputs[1].sizes.assign(
+          graph_.values[static_cast<size_t>(transposed_b_)].type.shape.size(), 0);
+      inputs[1] = transposed_b_;
+    }
     auto op = cpu::RuntimeMatMul::create(desc);
     if (!op.ok()) {
       why =
@@ -577,7 +593,8 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
       return op.status();
     }
     note_threads(desc.num_threads);
-    step.inputs = node.inputs;
+    read_transposed_ = read_transposed_ || desc.b_transposed;
+    step.inputs = inputs;
     step.outputs = node.outputs;
     step.placement =
         PlacementEntry{node.name, node.op, "cpu:" + (*op)->provider(), {}, (*op)->describe()};

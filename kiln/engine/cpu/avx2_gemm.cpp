@@ -443,6 +443,39 @@ bool cpu_has_avx512f() {
   }
 }
 
+[[gnu::target("avx512f")]] void avx512_small_rows_bt(const float* a, int64_t lda, int64_t m,
+                                                     int64_t k, const float* bt, int64_t ldbt,
+                                                     int64_t n, float* c, int64_t ldc) {
+  // Per column j of C, a dot product of each row of A with row j of B^T, K in vectors of 16
+  // (the last one masked); four columns at a time share A's loads.
+  constexpr int kColumns = 4;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = a + r * lda;
+    int64_t j = 0;
+    for (; j + kColumns <= n; j += kColumns) {
+      __m512 sum[kColumns];
+      for (int q = 0; q < kColumns; ++q) sum[q] = _mm512_setzero_ps();
+      for (int64_t p = 0; p < k; p += 16) {
+        const auto mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, k - p)) - 1u);
+        const __m512 x = _mm512_maskz_loadu_ps(mask, row + p);
+        for (int q = 0; q < kColumns; ++q) {
+          sum[q] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mask, bt + (j + q) * ldbt + p), sum[q]);
+        }
+      }
+      for (int q = 0; q < kColumns; ++q) c[r * ldc + j + q] = _mm512_reduce_add_ps(sum[q]);
+    }
+    for (; j < n; ++j) {
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t p = 0; p < k; p += 16) {
+        const auto mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, k - p)) - 1u);
+        sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, row + p),
+                              _mm512_maskz_loadu_ps(mask, bt + j * ldbt + p), sum);
+      }
+      c[r * ldc + j] = _mm512_reduce_add_ps(sum);
+    }
+  }
+}
+
 void avx2_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
                float* c, int64_t ldc, const Epilogue& e, int threads) {
   gemm_threads<false>(a, lda, m, k, panels, n, c, ldc, e, threads);

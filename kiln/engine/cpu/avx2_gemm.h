@@ -38,4 +38,11 @@ void avx512_small_rows(const float* a, int64_t lda, int64_t m, int64_t k, const 
                        int64_t ldb, int64_t n, float* c, int64_t ldc);
 inline constexpr int64_t kSmallRows = 4;
 
+/// As `avx512_small_rows` with B given transposed: C [M, N] = A [M, K] x B, B^T [N, K] (row
+/// stride ldbt) read in place: attention's scores of a decoder step, one row of queries a head
+/// against the keys as they are stored ([past, head size]), with no transposed copy of them.
+/// Needs AVX-512F; K at least 1.
+void avx512_small_rows_bt(const float* a, int64_t lda, int64_t m, int64_t k, const float* bt,
+                          int64_t ldbt, int64_t n, float* c, int64_t ldc);
+
 }  // namespace kiln::engine::cpu::dnnl_impl

@@ -75,6 +75,10 @@ class RuntimeMatMulImpl {
   /// to the largest B seen (a shape seen before allocates nothing).
   bool own_batched = false;
   std::vector<std::vector<float>> b_panels;
+  /// B at run time given transposed (its last two axes swapped, `OpDesc::b_transposed`): the
+  /// rank the Transpose read as B's was declared for (its perm's length).
+  bool b_transposed = false;
+  size_t b_rank = 0;
 };
 
 RuntimeMatMul::RuntimeMatMul(std::unique_ptr<RuntimeMatMulImpl> impl) : impl_(std::move(impl)) {}
@@ -175,10 +179,23 @@ Status create_runtime_b(const OpDesc& desc, RuntimeMatMulImpl& impl) {
   }
   impl.constant_b = false;
   impl.wide = avx512_own_runtime_gemm();
+  if (desc.b_transposed) {
+    if (!impl.wide && !avx2_own_gemm()) {
+      return error(desc, Error::NotSupported,
+                   "B read transposed (kiln's loops only, and this CPU runs oneDNN's)");
+    }
+    if (desc.inputs[1].sizes.size() < 2 ||
+        desc.inputs[1].sizes.size() > RuntimeMatMulImpl::kMaxRank) {
+      return error(desc, Error::NotSupported, "B read transposed needs a rank from 2 to 5");
+    }
+    impl.b_transposed = true;
+    impl.b_rank = desc.inputs[1].sizes.size();
+  }
   if (impl.wide || avx2_own_gemm()) {
     impl.own_batched = true;
     impl.describe = std::string("kiln ") + (impl.wide ? "AVX-512" : "AVX2") +
-                    " MatMul (run-time shapes; each batch's B packed into panels)";
+                    " MatMul (run-time shapes; each batch's B packed into panels" +
+                    (impl.b_transposed ? ", read transposed)" : ")");
     return Status();
   }
   impl.describe = "oneDNN matmul (run-time shapes; primitive per rank, made on first use)";
@@ -246,10 +263,15 @@ void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float*
                  int64_t m, int64_t k, int64_t n, int threads) {
   using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
   const int teams = batch >= threads ? threads : 1;
+  const bool bt = impl.b_transposed;   // each batch's B stored as B^T [n, k]
   if (impl.wide && m <= kSmallRows) {  // a decoder step's attention: B read in place
 #pragma omp parallel for num_threads(teams) schedule(static) if (teams > 1)
     for (int64_t i = 0; i < batch; ++i) {
-      avx512_small_rows(a + i * m * k, k, m, k, b + i * k * n, n, n, c + i * m * n, n);
+      if (bt) {
+        avx512_small_rows_bt(a + i * m * k, k, m, k, b + i * k * n, k, n, c + i * m * n, n);
+      } else {
+        avx512_small_rows(a + i * m * k, k, m, k, b + i * k * n, n, n, c + i * m * n, n);
+      }
     }
     return;
   }
@@ -261,7 +283,8 @@ void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float*
   const Epilogue none;
   auto gemm = impl.wide ? avx512_gemm : avx2_gemm;
   auto one = [&](int64_t i, float* panels, int gemm_threads) {
-    pack_panels(b + i * k * n, n, 1, k, n, 1.0f, panels);
+    // B [k, n], or B^T [n, k]: B's element (p, j) at p * n + j, or at j * k + p.
+    pack_panels(b + i * k * n, bt ? 1 : n, bt ? k : 1, k, n, 1.0f, panels);
     gemm(a + i * m * k, k, m, k, panels, n, c + i * m * n, n, none, gemm_threads);
   };
   if (teams == 1) {
@@ -272,11 +295,42 @@ void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float*
   for (int64_t i = 0; i < batch; ++i) one(i, impl.b_panels[omp_get_thread_num()].data(), 1);
 }
 
+// The reference kernel on B^T given (`bt`, last two axes swapped): B copied out first, of
+// sizes `b_dims`. For the calls kiln's loops do not take (broadcast batch dims, K of 0).
+Status reference_transposed_b(const Tensor& a, const Tensor& bt, const std::vector<int64_t>& b_dims,
+                              Tensor& out) {
+  const size_t rank = b_dims.size();
+  const int64_t k = b_dims[rank - 2], n = b_dims[rank - 1];
+  const int64_t batch = k * n == 0 ? 0 : bt.numel() / (k * n);
+  std::vector<float> b(static_cast<size_t>(bt.numel()));
+  const float* from = bt.data_ptr<float>();
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) b[(i * k + p) * n + j] = from[(i * n + j) * k + p];
+    }
+  }
+  Tensor b_tensor(runtime::ScalarType::Float32, b_dims, b.data());
+  return kernels::matmul(a, b_tensor, out).with_context(kRunContext);
+}
+
 }  // namespace
 
 Result<std::vector<int64_t>> RuntimeMatMul::output_sizes(runtime::Span<const int64_t> a,
                                                          runtime::Span<const int64_t> b) const {
   if (!impl_->constant_b) {
+    if (impl_->b_transposed) {
+      if (b.size() != impl_->b_rank) {
+        return Status(Error::InvalidArgument,
+                      std::string(kRunContext) + ": B^T (read transposed) has shape " +
+                          runtime::shape_to_string(b) + " (expected rank " +
+                          std::to_string(impl_->b_rank) + ", as its Transpose's perm)");
+      }
+      std::vector<int64_t> swapped(b.begin(), b.end());
+      std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+      auto shape = kernels::matmul_shape(a, swapped);
+      if (!shape.ok()) return shape.status().with_context(kRunContext);
+      return shape;
+    }
     auto shape = kernels::matmul_shape(a, b);
     if (!shape.ok()) return shape.status().with_context(kRunContext);
     return shape;
@@ -314,13 +368,15 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   } else {
     a_dims.assign(a.sizes().begin(), a.sizes().end());
     b_dims.assign(b->sizes().begin(), b->sizes().end());
+    if (impl_->b_transposed) std::swap(b_dims[b_dims.size() - 1], b_dims[b_dims.size() - 2]);
     d_dims = expected;
     // Broadcast batch dims, ranks under 2 or over 5, or an empty sum: the reference kernel.
     size_t rank = a_dims.size();
     bool same_batch = rank >= 2 && rank <= RuntimeMatMulImpl::kMaxRank && b_dims.size() == rank &&
                       std::equal(a_dims.begin(), a_dims.end() - 2, b_dims.begin());
     if (!same_batch || a_dims.back() == 0) {
-      return kernels::matmul(a, *b, out).with_context(kRunContext);
+      if (!impl_->b_transposed) return kernels::matmul(a, *b, out).with_context(kRunContext);
+      return reference_transposed_b(a, *b, b_dims, out);
     }
   }
   int64_t k = a_dims.back();

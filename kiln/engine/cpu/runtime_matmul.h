@@ -22,6 +22,9 @@ class RuntimeMatMulImpl;
 ///   there instead, B packed once into its panels.
 /// - B computed at run time (attention's products): A and B of one rank r >= 2, every dim at
 ///   run time. A call whose batch dims differ (broadcasting) runs on the reference kernel.
+///   With `OpDesc::b_transposed` (kiln's loops only), input 1 is B^T, its last two axes
+///   swapped (a Transpose folded into the MatMul: attention's keys as stored), of the rank
+///   `desc.inputs[1].sizes` has.
 ///
 /// Thread-safety: as `CpuOp` (one op runs on one thread at a time).
 class RuntimeMatMul {

@@ -166,6 +166,73 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
   set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
 }
 
+// B^T [..., N, K] with its last two axes swapped into B: a copy, for the reference.
+OwnedTensor swap_last_two(const Tensor& t) {
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  const size_t rank = sizes.size();
+  const int64_t rows = sizes[rank - 2], cols = sizes[rank - 1];
+  std::swap(sizes[rank - 2], sizes[rank - 1]);
+  OwnedTensor out = zeros(sizes);
+  const float* from = t.data_ptr<float>();
+  float* to = out.tensor().mutable_data_ptr<float>();
+  const int64_t batch = rows * cols == 0 ? 0 : t.numel() / (rows * cols);
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c)
+        to[(i * cols + c) * rows + r] = from[(i * rows + r) * cols + c];
+    }
+  }
+  return out;
+}
+
+// A Transpose folded into the MatMul (`OpDesc::b_transposed`): B given as B^T, as attention's
+// keys are stored. A decoder step's few rows (B^T read in place), more rows (B^T packed into
+// panels), K and N with tails, one batch and many, broadcast batches (the reference kernel), on
+// AVX-512 and AVX2 and 1 or 2 threads; a B^T of another rank than the Transpose's is refused.
+TEST(RuntimeMatMul, ComputedBReadTransposed) {
+  struct Shapes {
+    std::vector<int64_t> a, bt;  // bt: B's sizes with the last two swapped
+  };
+  const std::vector<Shapes> shapes = {
+      {{1, 4, 1, 32}, {1, 4, 129, 32}}, {{1, 4, 3, 37}, {1, 4, 70, 37}},
+      {{1, 4, 4, 5}, {1, 4, 3, 5}},     {{1, 4, 128, 32}, {1, 4, 128, 32}},
+      {{1, 4, 17, 40}, {1, 4, 33, 40}}, {{1, 2, 7, 16}, {1, 1, 9, 16}}};
+  uint32_t seed = 300;
+  for (bool avx512 : {true, false}) {
+    set_avx512_for_testing(avx512);
+    for (int threads : {1, 2}) {
+      Case c("MatMul", {});
+      c.desc.num_threads = threads;
+      c.desc.b_transposed = true;
+      c.add(random_tensor({1, 1, 1, 1}, 1), false);
+      c.add(random_tensor({1, 1, 1, 1}, 2), false);
+      auto op = RuntimeMatMul::create(c.desc);
+      if (!avx512_own_runtime_gemm() && !avx2_own_gemm()) {
+        ASSERT_FALSE(op.ok());  // oneDNN's run-time matmul: the Transpose stays
+        continue;
+      }
+      ASSERT_TRUE(op.ok()) << op.status();
+      EXPECT_THAT((*op)->describe(), HasSubstr("read transposed"));
+      for (const Shapes& s : shapes) {
+        SCOPED_TRACE(runtime::shape_to_string(s.a) + " x T" + runtime::shape_to_string(s.bt) +
+                     " threads " + std::to_string(threads) + (avx512 ? " AVX-512" : " AVX2"));
+        OwnedTensor a = random_tensor(s.a, seed++);
+        OwnedTensor bt = random_tensor(s.bt, seed++);
+        OwnedTensor b = swap_last_two(bt.tensor());
+        OwnedTensor out = run(**op, a.tensor(), &bt.tensor());
+        expect_near(out, reference(a.tensor(), b.tensor(), nullptr, {}));
+      }
+      OwnedTensor a = random_tensor({4, 1, 32}, seed++);
+      OwnedTensor rank3 = random_tensor({4, 9, 32}, seed++);
+      auto sizes = (*op)->output_sizes(a.tensor().sizes(), rank3.tensor().sizes());
+      ASSERT_FALSE(sizes.ok());
+      EXPECT_EQ(sizes.error(), runtime::Error::InvalidArgument);
+      EXPECT_THAT(sizes.status().message(), HasSubstr("expected rank 4"));
+    }
+  }
+  set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
+}
+
 TEST(RuntimeMatMul, ErrorsNameTheShapesAndWhatIsNotSupported) {
   Case c("MatMul", {});
   c.add(random_tensor({1, 8}, 1), false);
