@@ -43,7 +43,9 @@ struct ExportOptions {
   bool aot = false;
   /// false with `--no-pattern-rewrites`: import each graph as written, without rewriting
   /// decomposed patterns (GELU, layer normalization, a Conv's BatchNormalization) into single ops
-  /// (`engine::passes::rewrite_patterns`): to compare results with the graph as exported.
+  /// (`engine::passes::rewrite_patterns`), nor merging repeated nodes
+  /// (`engine::passes::merge_common_subexpressions`): to compare results with the graph as
+  /// exported.
   bool rewrite_patterns = true;
   uint32_t segment_alignment = 4096;
   /// Receives notes a user should see (e.g. a fallback to the portable lowering). Optional.

@@ -1,5 +1,6 @@
 #include <kiln/exporter/onnx/onnx_importer.h>
 
+#include <kiln/engine/passes/common_subexpressions.h>
 #include <kiln/engine/passes/constant_folding.h>
 #include <kiln/engine/passes/pattern_rewrites.h>
 #include <kiln/engine/passes/rank_completion.h>
@@ -33,7 +34,8 @@ constexpr int64_t kMaxOpset = 18;
 constexpr int kUpgradeTarget = 13;
 
 std::string describe(const onnx::NodeProto& node) {
-  std::string name = node.name().empty() ? (node.output_size() ? node.output(0) : "?") : node.name();
+  std::string name =
+      node.name().empty() ? (node.output_size() ? node.output(0) : "?") : node.name();
   return "node '" + name + "' (" + node.op_type() + ")";
 }
 
@@ -75,7 +77,10 @@ class Importer {
       graph.outputs.push_back(index);
     }
     engine::passes::complete_ranks(model_, graph);
-    if (options_.rewrite_patterns) engine::passes::rewrite_patterns(model_, graph);
+    if (options_.rewrite_patterns) {
+      engine::passes::rewrite_patterns(model_, graph);
+      engine::passes::merge_common_subexpressions(graph);
+    }
     model_.functions.push_back(std::move(graph));
     return std::move(model_);
   }
@@ -93,10 +98,9 @@ class Importer {
     }
     if (!found) opset_ = 1;
     if (opset_ < kMinOpset || opset_ > kMaxOpset) {
-      return Status(Error::NotSupported, where() + ": default-domain opset " +
-                                             std::to_string(opset_) + " (expected " +
-                                             std::to_string(kMinOpset) + " to " +
-                                             std::to_string(kMaxOpset) + ")");
+      return Status(Error::NotSupported,
+                    where() + ": default-domain opset " + std::to_string(opset_) + " (expected " +
+                        std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
     }
     return Status();
   }
@@ -125,10 +129,10 @@ class Importer {
     }
     const onnx::TypeProto& type = *it->second;
     if (!type.has_tensor_type()) {
-      std::string kind = type.has_sequence_type() ? "sequence"
+      std::string kind = type.has_sequence_type()   ? "sequence"
                          : type.has_optional_type() ? "optional"
-                         : type.has_map_type() ? "map"
-                                               : "non-tensor";
+                         : type.has_map_type()      ? "map"
+                                                    : "non-tensor";
       return Status(Error::NotSupported,
                     where() + ": " + what + " '" + name + "' has a " + kind + " type");
     }
@@ -155,9 +159,15 @@ class Importer {
     ir::Attribute out;
     out.name = a.name();
     switch (a.type()) {
-      case onnx::AttributeProto::INT: out.value = static_cast<int64_t>(a.i()); break;
-      case onnx::AttributeProto::FLOAT: out.value = static_cast<double>(a.f()); break;
-      case onnx::AttributeProto::STRING: out.value = a.s(); break;
+      case onnx::AttributeProto::INT:
+        out.value = static_cast<int64_t>(a.i());
+        break;
+      case onnx::AttributeProto::FLOAT:
+        out.value = static_cast<double>(a.f());
+        break;
+      case onnx::AttributeProto::STRING:
+        out.value = a.s();
+        break;
       case onnx::AttributeProto::INTS:
         out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end());
         break;
@@ -236,8 +246,7 @@ class Importer {
     }
     KILN_RETURN_IF_ERROR(import_nodes(*branch, graph));
     if (branch->output_size() != node.output_size()) {
-      return Status(Error::InvalidProgram, where() + ": " + describe(node) +
-                                               ": branch has " +
+      return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": branch has " +
                                                std::to_string(branch->output_size()) +
                                                " outputs (expected " +
                                                std::to_string(node.output_size()) + ")");
@@ -278,8 +287,8 @@ class Importer {
       }
       int index = graph.find_value(input);
       if (index < 0) {
-        return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": input '" +
-                                                 input + "' is not defined before it is used");
+        return Status(Error::InvalidProgram, where() + ": " + describe(node) + ": input '" + input +
+                                                 "' is not defined before it is used");
       }
       out.inputs.push_back(index);
     }
@@ -383,8 +392,8 @@ class Importer {
     }
     if (allowed.size() != 1) return {};
     try {
-      const auto& proto = onnx::Utils::DataTypeUtils::ToTypeProto(
-          onnx::Utils::DataTypeUtils::ToType(allowed[0]));
+      const auto& proto =
+          onnx::Utils::DataTypeUtils::ToTypeProto(onnx::Utils::DataTypeUtils::ToType(allowed[0]));
       if (!proto.has_tensor_type()) return {};
       auto dtype = dtype_from_onnx(proto.tensor_type().elem_type());
       if (!dtype.ok()) return {};
@@ -600,23 +609,21 @@ Result<ir::Model> import_onnx(const std::string& bytes, const std::string& sourc
   }
   int64_t original_opset = default_opset(proto);
   // ONNX's own steps run in a child process: they crash on some malformed models.
-  auto prepared = run_in_child("import model '" + source_name + "'",
-                               [&]() -> Result<std::string> {
-                                 KILN_RETURN_IF_ERROR(prepare_with_onnx(proto, source_name));
-                                 std::string bytes;
-                                 if (!proto.SerializeToString(&bytes)) {
-                                   return Status(Error::NotSupported,
-                                                 "import model '" + source_name +
-                                                     "': the checked model does not serialize "
-                                                     "(over 2 GiB?)");
-                                 }
-                                 return bytes;
-                               });
+  auto prepared = run_in_child("import model '" + source_name + "'", [&]() -> Result<std::string> {
+    KILN_RETURN_IF_ERROR(prepare_with_onnx(proto, source_name));
+    std::string bytes;
+    if (!proto.SerializeToString(&bytes)) {
+      return Status(Error::NotSupported, "import model '" + source_name +
+                                             "': the checked model does not serialize "
+                                             "(over 2 GiB?)");
+    }
+    return bytes;
+  });
   if (!prepared.ok()) return prepared.status();
   proto.Clear();
   if (!proto.ParseFromString(*prepared)) {
-    return Status(Error::Internal, "import model '" + source_name +
-                                       "': the checked model does not parse back");
+    return Status(Error::Internal,
+                  "import model '" + source_name + "': the checked model does not parse back");
   }
   try {
     return Importer(proto, source_name, options, original_opset).run();

@@ -15,7 +15,8 @@ struct ImportOptions {
   /// Rewrite decomposed patterns into single ops (erf GELU → Gelu, division by a constant
   /// scalar → multiplication, layer normalization → LayerNormalization, a Conv's
   /// BatchNormalization and per-channel Mul/Div/Add/Sub folded into its weights), see
-  /// `engine::passes::rewrite_patterns`.
+  /// `engine::passes::rewrite_patterns`; then merge nodes that compute the same thing
+  /// (`engine::passes::merge_common_subexpressions`).
   bool rewrite_patterns = true;
 };
 
