@@ -216,4 +216,24 @@ inline std::string post_ops_name(const std::vector<PostOp>& post_ops) {
   return name;
 }
 
+/// `t` with its last two axes swapped (B from the B^T an op is given, or back).
+inline OwnedTensor swap_last_two(const runtime::Tensor& t) {
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  const size_t rank = sizes.size();
+  const int64_t rows = sizes[rank - 2], cols = sizes[rank - 1];
+  std::swap(sizes[rank - 2], sizes[rank - 1]);
+  OwnedTensor out = zeros(sizes);
+  const float* from = t.data_ptr<float>();
+  float* to = out.tensor().mutable_data_ptr<float>();
+  const int64_t batch = rows * cols == 0 ? 0 : t.numel() / (rows * cols);
+  for (int64_t m = 0; m < batch; ++m) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        to[(m * cols + c) * rows + r] = from[(m * rows + r) * cols + c];
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace kiln::engine::cpu::test_support

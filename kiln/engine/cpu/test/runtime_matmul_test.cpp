@@ -166,25 +166,6 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
   set_avx512_for_testing(true);  // the binary's choice (own_loops_on.cpp)
 }
 
-// B^T [..., N, K] with its last two axes swapped into B: a copy, for the reference.
-OwnedTensor swap_last_two(const Tensor& t) {
-  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-  const size_t rank = sizes.size();
-  const int64_t rows = sizes[rank - 2], cols = sizes[rank - 1];
-  std::swap(sizes[rank - 2], sizes[rank - 1]);
-  OwnedTensor out = zeros(sizes);
-  const float* from = t.data_ptr<float>();
-  float* to = out.tensor().mutable_data_ptr<float>();
-  const int64_t batch = rows * cols == 0 ? 0 : t.numel() / (rows * cols);
-  for (int64_t i = 0; i < batch; ++i) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c)
-        to[(i * cols + c) * rows + r] = from[(i * rows + r) * cols + c];
-    }
-  }
-  return out;
-}
-
 // A Transpose folded into the MatMul (`OpDesc::b_transposed`): B given as B^T, as attention's
 // keys are stored. A decoder step's few rows (B^T read in place), more rows (B^T packed into
 // panels), K and N with tails, one batch and many, broadcast batches (the reference kernel), on

@@ -16,25 +16,6 @@ namespace {
 using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
 using runtime::Error;
 
-// `b` with its last two axes swapped.
-OwnedTensor swap_last_two(const runtime::Tensor& b) {
-  std::vector<int64_t> sizes(b.sizes().begin(), b.sizes().end());
-  const size_t rank = sizes.size();
-  const int64_t rows = sizes[rank - 2], cols = sizes[rank - 1];
-  std::swap(sizes[rank - 2], sizes[rank - 1]);
-  OwnedTensor t = zeros(sizes);
-  const float* from = b.data_ptr<float>();
-  float* to = t.tensor().mutable_data_ptr<float>();
-  for (int64_t m = 0; m < b.numel() / (rows * cols); ++m) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        to[(m * cols + c) * rows + r] = from[(m * rows + r) * cols + c];
-      }
-    }
-  }
-  return t;
-}
-
 TEST(TransposedBMatMul, MatchesTheReferenceOverRanksAndBroadcastBatches) {
   struct Shapes {
     std::vector<int64_t> a, b;  // B's own sizes (the op is given its transpose)
