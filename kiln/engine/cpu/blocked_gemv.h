@@ -21,4 +21,13 @@ dnnl::memory::desc blocked_b_md(int64_t k, int64_t n);
 void gemv_blocked(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t n,
                   float* c, int64_t ldc, const Epilogue& e, int threads);
 
+/// C [M, N] (row stride ldc) = post-ops(A [M, K] (row stride lda) x B + biases) for any M, with
+/// B in `blocked_b_md(k, n)`'s layout, on `threads` threads (each a share of the blocks of 64
+/// columns, or of the rows when there are few blocks): tiles of 6 rows by a block. For
+/// shape-generic plans (`RuntimeMatMul`), so that they read the packing of a weight that the
+/// per-shape plans of the same model read. Needs AVX-512F (`cpu_has_avx512f`); K at least 1.
+/// `e.residual` has row stride ldc.
+void avx512_gemm_blocked(const float* a, int64_t lda, int64_t m, int64_t k, const float* blocked,
+                         int64_t n, float* c, int64_t ldc, const Epilogue& e, int threads);
+
 }  // namespace kiln::engine::cpu::dnnl_impl

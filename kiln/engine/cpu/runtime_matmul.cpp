@@ -1,12 +1,14 @@
 // RuntimeMatMul: MatMuls on oneDNN matmul primitives whose dims are DNNL_RUNTIME_DIM_VAL, so
 // every shape runs on the same primitive (shape-generic plans). A constant B runs on kiln's
-// loops instead (avx2_gemm.cpp: AVX2 tiles, or AVX-512 ones where the CPU has it), which take
+// loops instead (avx2_gemm.cpp's AVX2 tiles; on AVX-512, blocked_gemm.cpp's tiles over oneDNN's
+// blocked layout, the packing the per-shape plans of the model read too), which take
 // any number of rows as they come: oneDNN's run-time-dimension matmul is its gemm:jit, which
 // repacks B at every call and generates its kernel set at a process's first call (30-50 ms).
 // A B computed at run time (attention's products) takes the same loops, each batch's B packed
 // into panels at the call, so that a shape-generic plan calls no gemm:jit at all.
 
 #include <kiln/engine/cpu/avx2_gemm.h>
+#include <kiln/engine/cpu/blocked_gemv.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/runtime_matmul.h>
@@ -32,6 +34,13 @@ namespace {
 // Below this many multiply-adds a product runs on one thread (as `op_threads` decides for
 // static ops: about 10 us of single-thread work at 100 GFLOP/s).
 constexpr double kMinParallelMacs = 1e6;
+// A constant B of at least this many floats is read on every thread asked even for a few rows
+// (a decoder's token, bound by reading B from memory), as `op_threads` counts the elements an op
+// touches: 2 x 10^5 floats take about 20 us at 10 per ns.
+constexpr double kMinParallelBFloats = 2e5;
+// At most this many rows of a constant B in oneDNN's blocked layout run on `gemv_blocked`, which
+// reads each block of B once for all of them (the per-shape plans' streaming MatMuls).
+constexpr int64_t kGemvRows = 4;
 
 const char* const kRunContext = "run op 'MatMul' (oneDNN, run-time shapes)";
 
@@ -66,7 +75,9 @@ class RuntimeMatMulImpl {
   memory bias;  ///< Empty when there is none.
   std::string describe;
   /// Constant B on kiln's AVX2 loops (`cpu::avx2_own_gemm`): B's panels, the bias (empty:
-  /// none) and the post-ops; no primitives then.
+  /// none) and the post-ops; no primitives then. On AVX-512 (`wide`), `panels` is B in
+  /// oneDNN's blocked layout (`blocked_b_md`), held in `weights`: the packing the model's
+  /// per-shape plans read (oneDNN's blocked matmul, `gemv_blocked`), so that one copy serves all.
   const float* panels = nullptr;
   std::vector<float> own_panels, bias_values;
   std::vector<PostOp> post_ops;
@@ -112,12 +123,20 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
     if (has_bias) {
       KILN_ASSIGN_OR_RETURN(impl.bias_values, column_bias(desc, 2, impl.n, 1.0f));
     }
-    KILN_ASSIGN_OR_RETURN(impl.panels,
-                          pack_matmul_panels(desc, 1, impl.k, impl.n, false, 1.0, impl.own_panels));
+    if (wide) {
+      // B's bytes described as oneDNN's MatMul of a per-shape plan describes them
+      // (dnnl_matmul.cpp), so that the packing's key is the one it makes.
+      KILN_ASSIGN_OR_RETURN(impl.weights, pack_constant(desc, 1, plain_md(b.sizes()), b.data(),
+                                                        blocked_b_md(impl.k, impl.n)));
+      impl.panels = static_cast<const float*>(impl.weights.get_data_handle());
+    } else {
+      KILN_ASSIGN_OR_RETURN(
+          impl.panels, pack_matmul_panels(desc, 1, impl.k, impl.n, false, 1.0, impl.own_panels));
+    }
     impl.post_ops = desc.post_ops;
     impl.wide = wide;
-    impl.describe = wide ? "kiln AVX-512 MatMul (run-time rows; 12 x 32 tiles over B's panels, "
-                           "packed once)"
+    impl.describe = wide ? "kiln AVX-512 MatMul (run-time rows; 12 x 32 tiles over oneDNN's "
+                           "blocked B (BA16a64b), packed once; up to 4 rows: blocked GEMV)"
                          : "kiln AVX2 MatMul (run-time rows; 6 x 16 tiles over B's panels, "
                            "packed once)";
     return Status();
@@ -381,7 +400,10 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   }
   int64_t k = a_dims.back();
   double macs = static_cast<double>(out.numel()) * static_cast<double>(k);
-  const bool one_thread = macs < kMinParallelMacs || impl_->num_threads == 1;
+  const bool streams_b =
+      impl_->constant_b &&
+      static_cast<double>(impl_->k) * static_cast<double>(impl_->n) >= kMinParallelBFloats;
+  const bool one_thread = (macs < kMinParallelMacs && !streams_b) || impl_->num_threads == 1;
   // Threads for kiln's loops (oneDNN's primitives are made for theirs).
   const int threads =
       one_thread ? 1 : (impl_->num_threads > 0 ? impl_->num_threads : omp_get_max_threads());
@@ -397,9 +419,17 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
     e.col_bias = impl_->bias_values.empty() ? nullptr : impl_->bias_values.data();
     e.ops = impl_->post_ops.data();
     e.num_ops = impl_->post_ops.size();
-    (impl_->wide ? avx512_gemm : avx2_gemm)(a.data_ptr<float>(), k, a_dims[0], k, impl_->panels,
-                                            impl_->n, out.mutable_data_ptr<float>(), impl_->n, e,
-                                            threads);
+    const int64_t rows = a_dims[0];
+    float* c = out.mutable_data_ptr<float>();
+    if (!impl_->wide) {
+      avx2_gemm(a.data_ptr<float>(), k, rows, k, impl_->panels, impl_->n, c, impl_->n, e, threads);
+    } else if (rows <= kGemvRows) {
+      gemv_blocked(a.data_ptr<float>(), k, rows, k, impl_->panels, impl_->n, c, impl_->n, e,
+                   threads);
+    } else {
+      avx512_gemm_blocked(a.data_ptr<float>(), k, rows, k, impl_->panels, impl_->n, c, impl_->n, e,
+                          threads);
+    }
     return Status();
   }
   KILN_ASSIGN_OR_RETURN(dnnl::matmul * primitive,

@@ -19,7 +19,9 @@ class RuntimeMatMulImpl;
 ///   takes it plain (oneDNN's run-time-dimension matmul does on x86-64), else packed once
 ///   through `OpDesc::packed`. Where kernel selection takes kiln's AVX2 MatMul
 ///   (`avx2_own_gemm`: no AVX-512) or its AVX-512 one (`avx512_own_runtime_gemm`), it runs
-///   there instead, B packed once into its panels.
+///   there instead, B packed once: into kiln's panels (AVX2), or into oneDNN's blocked layout
+///   (`blocked_b_md`, AVX-512), the packing of the model's per-shape plans, shared with them
+///   through `OpDesc::packed`; up to 4 rows then run on the streaming loops (`gemv_blocked`).
 /// - B computed at run time (attention's products): A and B of one rank r >= 2, every dim at
 ///   run time. A call whose batch dims differ (broadcasting) runs on the reference kernel.
 ///   With `OpDesc::b_transposed` (kiln's loops only), input 1 is B^T, its last two axes

@@ -211,6 +211,11 @@ size_t LoadedModel::num_built() const {
   return built;
 }
 
+size_t LoadedModel::num_bound() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bound_.size();
+}
+
 std::vector<std::string> LoadedModel::build_warnings() const {
   std::lock_guard<std::mutex> lock(warnings_mutex_);
   return build_warnings_;

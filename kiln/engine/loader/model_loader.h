@@ -203,6 +203,9 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// How many functions-and-shapes are built so far (at load, by `bind`, or by a lazy
   /// session's first use).
   size_t num_built() const;
+  /// How many functions-and-shapes have an entry: built, or bound and not built yet (a lazy
+  /// or deferred session's).
+  size_t num_bound() const;
   /// Warnings raised while building lazily bound functions since the load (a plan that does not
   /// match the artifact's fingerprint), in order.
   std::vector<std::string> build_warnings() const;

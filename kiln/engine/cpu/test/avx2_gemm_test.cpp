@@ -4,6 +4,7 @@
 // kernel selection takes it (a CPU without AVX-512).
 
 #include <kiln/engine/cpu/avx2_gemm.h>
+#include <kiln/engine/cpu/blocked_gemv.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/test/op_case.h>
@@ -101,11 +102,22 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
   });
 }
 
-// kiln's AVX-512 MatMul (avx512_gemm), called directly on B's panels: tiles of every height
-// to 12, pairs of panels and a last single or cut one, blocks of K after the first, the
-// threads' splits, biases, post-ops and a residual, against the reference. The last two B
-// are over 2 MiB, where the first tile of each pair prefetches the next pair's block (one
-// ends on a single panel, the other on a cut one).
+// B [k, n] in oneDNN's blocked layout (`blocked_b_md`), packed by oneDNN's own reorder.
+std::vector<float> oneDNN_blocked(const float* b, int64_t k, int64_t n) {
+  const dnnl::memory::desc target = dnnl_impl::blocked_b_md(k, n);
+  std::vector<float> blocked(target.get_size() / sizeof(float));
+  dnnl::memory from = dnnl_impl::wrap(dnnl_impl::plain_md(std::vector<int64_t>{k, n}), b);
+  dnnl::memory to(target, dnnl_impl::cpu_engine(), blocked.data());
+  dnnl::reorder(from, to).execute(dnnl_impl::cpu_stream(), from, to);
+  dnnl_impl::cpu_stream().wait();
+  return blocked;
+}
+
+// kiln's AVX-512 MatMul (avx512_gemm), called directly on B's panels, and on oneDNN's blocked
+// layout (avx512_gemm_blocked): tiles of every height to 12, pairs of panels and a last single
+// or cut one, blocks of K after the first, the threads' splits, biases, post-ops and a
+// residual, against the reference. The last two B are over 2 MiB, where the first tile of each
+// pair prefetches the next pair's block (one ends on a single panel, the other on a cut one).
 TEST(Avx2Gemm, Avx512TilesMatchReference) {
   if (!dnnl_impl::cpu_has_avx512f()) GTEST_SKIP() << "the CPU lacks AVX-512";
   const std::vector<Shape> shapes = {
@@ -118,23 +130,39 @@ TEST(Avx2Gemm, Avx512TilesMatchReference) {
       {{PostOpKind::Gelu}},
       {{PostOpKind::AddResidual}},
       {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}}};
-  for_each_case(
-      shapes, post_op_sets, 9700, [](Case& c, const OwnedTensor& expected, const Shape& s) {
-        std::vector<float> panels(dnnl_impl::panel_floats(s.k, s.n));
-        dnnl_impl::pack_panels(c.at(1).data_ptr<float>(), s.n, 1, s.k, s.n, 1.0f, panels.data());
-        dnnl_impl::Epilogue e;
-        e.col_bias =
-            c.inputs.size() > 2 && c.constant_flags[2] ? c.at(2).data_ptr<float>() : nullptr;
-        e.ops = c.desc.post_ops.data();
-        e.num_ops = c.desc.post_ops.size();
-        if (!c.desc.post_ops.empty() && c.desc.post_ops[0].kind == PostOpKind::AddResidual) {
-          e.residual = c.inputs.back()->tensor().data_ptr<float>();
-        }
-        OwnedTensor out = zeros({s.rows, s.n});
-        dnnl_impl::avx512_gemm(c.at(0).data_ptr<float>(), s.k, s.rows, s.k, panels.data(), s.n,
-                               out.tensor().mutable_data_ptr<float>(), s.n, e, c.desc.num_threads);
-        expect_near(out, expected);
-      });
+  for (bool blocked : {false, true}) {
+    SCOPED_TRACE(blocked ? "oneDNN's blocked layout" : "kiln's panels");
+    for_each_case(
+        shapes, post_op_sets, 9700, [&](Case& c, const OwnedTensor& expected, const Shape& s) {
+          const float* b = c.at(1).data_ptr<float>();
+          std::vector<float> panels;
+          if (blocked) {
+            panels = oneDNN_blocked(b, s.k, s.n);
+          } else {
+            panels.resize(dnnl_impl::panel_floats(s.k, s.n));
+            dnnl_impl::pack_panels(b, s.n, 1, s.k, s.n, 1.0f, panels.data());
+          }
+          dnnl_impl::Epilogue e;
+          e.col_bias =
+              c.inputs.size() > 2 && c.constant_flags[2] ? c.at(2).data_ptr<float>() : nullptr;
+          e.ops = c.desc.post_ops.data();
+          e.num_ops = c.desc.post_ops.size();
+          if (!c.desc.post_ops.empty() && c.desc.post_ops[0].kind == PostOpKind::AddResidual) {
+            e.residual = c.inputs.back()->tensor().data_ptr<float>();
+          }
+          OwnedTensor out = zeros({s.rows, s.n});
+          float* y = out.tensor().mutable_data_ptr<float>();
+          const float* a = c.at(0).data_ptr<float>();
+          if (blocked) {
+            dnnl_impl::avx512_gemm_blocked(a, s.k, s.rows, s.k, panels.data(), s.n, y, s.n, e,
+                                           c.desc.num_threads);
+          } else {
+            dnnl_impl::avx512_gemm(a, s.k, s.rows, s.k, panels.data(), s.n, y, s.n, e,
+                                   c.desc.num_threads);
+          }
+          expect_near(out, expected);
+        });
+  }
 }
 
 // B read in place with row strides wider than N (a column slice of a larger matrix), C too:

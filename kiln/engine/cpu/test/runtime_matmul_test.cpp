@@ -45,42 +45,51 @@ OwnedTensor run(RuntimeMatMul& op, const Tensor& a, const Tensor* b) {
   return out;
 }
 
+// Rows of 1-4 (a decoder's: on AVX-512, kiln's streaming loops over oneDNN's blocked B) and more
+// (its tiles); B of one block of 64 columns, cut, and of several with K over a step of the
+// tiles' (128) and not a multiple of 16 (the layout's rows), large enough that one row runs on
+// both threads.
 TEST(RuntimeMatMul, OneOpWithConstantBMatchesReferenceOverShapesBiasAndPostOps) {
-  OwnedTensor b = random_tensor({24, 40}, 1);
-  OwnedTensor bias = random_tensor({40}, 2);
-  const std::vector<std::vector<int64_t>> a_shapes = {{24},       {1, 24},      {7, 24},
-                                                      {2, 3, 24}, {1, 130, 24}, {0, 24}};
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {}, {{PostOpKind::Relu}}, {{PostOpKind::Gelu}}, {{PostOpKind::Clip, -0.5f, 0.5f}}};
   uint32_t seed = 10;
-  for (bool avx2 : {false, true}) {
-    if (avx2 && !dnnl_impl::cpu_has_avx2_fma()) continue;
-    set_avx512_for_testing(!avx2);
-    for (bool with_bias : {false, true}) {
-      for (const auto& post_ops : post_op_sets) {
-        for (int threads : {1, 2}) {
-          Case c("MatMul", {});
-          c.desc.num_threads = threads;
-          c.add(random_tensor({1, 24}, 3), false);  // A's sizes are ignored: known at run time
-          c.add(random_tensor({24, 40}, 1), true);
-          if (with_bias) c.add(random_tensor({40}, 2), true);
-          c.desc.post_ops = post_ops;
-          c.desc.constants = {nullptr, &c.at(1)};
-          if (with_bias) c.desc.constants.push_back(&c.at(2));
-          auto op = RuntimeMatMul::create(c.desc);
-          ASSERT_TRUE(op.ok()) << op.status();
-          EXPECT_TRUE((*op)->constant_b());
-          EXPECT_THAT((*op)->describe(), HasSubstr("run-time rows"));
-          EXPECT_EQ((*op)->describe().find("AVX2") != std::string::npos, avx2) << (*op)->describe();
-          ASSERT_TRUE((*op)->warm_up().ok());
-          for (const auto& shape : a_shapes) {
-            SCOPED_TRACE(runtime::shape_to_string(shape) + (with_bias ? " bias" : "") +
-                         post_ops_name(post_ops) + (avx2 ? " AVX2" : "") + " threads " +
-                         std::to_string(threads));
-            OwnedTensor a = random_tensor(shape, seed++);
-            OwnedTensor out = run(**op, a.tensor(), nullptr);
-            expect_near(out, reference(a.tensor(), b.tensor(), with_bias ? &bias.tensor() : nullptr,
-                                       post_ops));
+  for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{24, 40}, {300, 700}}) {
+    const std::vector<std::vector<int64_t>> a_shapes = {{k},       {1, k},      {3, k}, {7, k},
+                                                        {2, 3, k}, {1, 130, k}, {0, k}};
+    OwnedTensor b = random_tensor({k, n}, 1);
+    OwnedTensor bias = random_tensor({n}, 2);
+    for (bool avx2 : {false, true}) {
+      if (avx2 && !dnnl_impl::cpu_has_avx2_fma()) continue;
+      set_avx512_for_testing(!avx2);
+      for (bool with_bias : {false, true}) {
+        for (const auto& post_ops : post_op_sets) {
+          for (int threads : {1, 2}) {
+            Case c("MatMul", {});
+            c.desc.num_threads = threads;
+            c.add(random_tensor({1, k}, 3), false);  // A's sizes are ignored: known at run time
+            c.add(random_tensor({k, n}, 1), true);
+            if (with_bias) c.add(random_tensor({n}, 2), true);
+            c.desc.post_ops = post_ops;
+            c.desc.constants = {nullptr, &c.at(1)};
+            if (with_bias) c.desc.constants.push_back(&c.at(2));
+            auto op = RuntimeMatMul::create(c.desc);
+            ASSERT_TRUE(op.ok()) << op.status();
+            EXPECT_TRUE((*op)->constant_b());
+            EXPECT_THAT((*op)->describe(), HasSubstr("run-time rows"));
+            EXPECT_EQ((*op)->describe().find("AVX2") != std::string::npos, avx2)
+                << (*op)->describe();
+            EXPECT_EQ((*op)->describe().find("blocked B") != std::string::npos, !avx2)
+                << (*op)->describe();
+            ASSERT_TRUE((*op)->warm_up().ok());
+            for (const auto& shape : a_shapes) {
+              SCOPED_TRACE(runtime::shape_to_string(shape) + " x " + std::to_string(n) +
+                           (with_bias ? " bias" : "") + post_ops_name(post_ops) +
+                           (avx2 ? " AVX2" : "") + " threads " + std::to_string(threads));
+              OwnedTensor a = random_tensor(shape, seed++);
+              OwnedTensor out = run(**op, a.tensor(), nullptr);
+              expect_near(out, reference(a.tensor(), b.tensor(),
+                                         with_bias ? &bias.tensor() : nullptr, post_ops));
+            }
           }
         }
       }

@@ -4,6 +4,7 @@
 // one without keeps kShapePlansKept, then drops the plan of its least recently used shape.
 #include <kiln/engine/cache/model_cache.h>
 #include <kiln/engine/compile/test/test_models.h>
+#include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/loader/bound_function.h>
 #include <kiln/engine/loader/test/loader_test_util.h>
@@ -167,10 +168,45 @@ TEST(ShapePlans, ANewShapeRunsOnTheGenericPlanUntilItsSecondRun) {
   EXPECT_TRUE((*function)->is_generic());
 
   // A shape the input types refuse is refused at bind, naming the input, and leaves no entry.
-  auto wrong = (*loaded)->bind("main", {{6, 7}});
-  ASSERT_FALSE(wrong.ok());
-  EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
-  EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("input 'x' has shape [6, 7]"));
+  const size_t bound = (*loaded)->num_bound();
+  for (int64_t n = 6; n < 10; ++n) {
+    auto wrong = (*loaded)->bind("main", {{n, 7}});
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
+    EXPECT_THAT(wrong.status().message(),
+                ::testing::HasSubstr("input 'x' has shape [" + std::to_string(n) + ", 7]"));
+  }
+  EXPECT_EQ((*loaded)->num_bound(), bound);
+}
+
+// A weight is packed once for every plan of its function: a per-shape plan of many rows
+// (oneDNN's blocked matmul), the shape-generic plan (kiln's loops over the same blocked layout)
+// and a per-shape plan of one row (kiln's streaming loops over it again). On a CPU without
+// AVX-512 the per-shape plans of many rows pack oneDNN's other layout.
+TEST(ShapePlans, PerShapeAndGenericPlansShareOnePackingOfAWeight) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "oneDNN's blocked matmul packs B on AVX-512 only";
+  ModelBuilder b(17);
+  ir::Dim n = ir::Dim::symbol("n");
+  int x = b.input("x", {n, 512});
+  int w = b.weight("w", {512, 1024});  // 2 MiB: a row streams it
+  int mm = b.value("mm", {n, 1024});
+  int y = b.value("y", {n, 1024});
+  b.node("MatMul", {x, w}, {mm});
+  b.node("Relu", {mm}, {y});
+  b.output(y);
+  const ir::Model model = b.build();
+  auto loaded = ModelLoader::load(model, cpu_only());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_binds_like_reference(**loaded, model, {128, 512}, 1);
+  EXPECT_EQ((*loaded)->packed_constants().num_packed(), 1u);
+  auto session = (*loaded)->bind("main", {{1, 512}});  // deferred: the generic plan first
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  for (uint32_t seed = 2; seed < 4; ++seed)
+    expect_runs_like_reference(*session, model, {1, 512}, seed);
+  EXPECT_TRUE(session->is_built());
+  EXPECT_EQ(built_shapes(**loaded), (std::set<std::vector<int64_t>>{{}, {1, 512}, {128, 512}}));
+  EXPECT_EQ((*loaded)->packed_constants().num_packed(), 1u);
+  EXPECT_EQ((*loaded)->packed_constants().num_reused(), 2u);
 }
 
 // A session run by several threads at once through its first and second runs: the shape gets
