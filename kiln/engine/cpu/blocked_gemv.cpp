@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -34,7 +35,8 @@ template <int R>
   // A, vector v of the block; u<v>: row 0's second chain.
 #define KILN_SUMS(r) Floats s##r##0 {}, s##r##1 {}, s##r##2 {}, s##r##3 {};
   KILN_SUMS(0)
-  KILN_SUMS(1) KILN_SUMS(2) KILN_SUMS(3)
+  KILN_SUMS(1)
+  KILN_SUMS(2) KILN_SUMS(3)
 #undef KILN_SUMS
       Floats u0{},
       u1{}, u2{}, u3{};
@@ -107,6 +109,45 @@ KILN_VECTOR_CLONES void gemv_blocks(const float* a, int64_t lda, int64_t m, int6
 dnnl::memory::desc blocked_b_md(int64_t k, int64_t n) {
   return dnnl::memory::desc({k, n}, dnnl::memory::data_type::f32,
                             dnnl::memory::format_tag::BA16a64b);
+}
+
+bool pack_blocked_b(const dnnl::memory::desc& source, const void* data,
+                    const dnnl::memory::desc& target, void* to) {
+  const dnnl::memory::dims dims = source.dims();
+  if (dims.size() != 2 || dims[0] <= 0 || dims[1] <= 0 ||
+      source.data_type() != dnnl::memory::data_type::f32 ||
+      target != blocked_b_md(dims[0], dims[1])) {
+    return false;
+  }
+  const dnnl_memory_desc_t& md = source.data;
+  if (md.format_kind != dnnl_blocked || md.format_desc.blocking.inner_nblks != 0 ||
+      md.offset0 != 0) {
+    return false;
+  }
+  const int64_t k = dims[0], n = dims[1];
+  const int64_t row_stride = md.format_desc.blocking.strides[0];
+  const int64_t col_stride = md.format_desc.blocking.strides[1];
+  const auto* b = static_cast<const float*>(data);
+  auto* out = static_cast<float*>(to);
+  std::memset(out, 0, target.get_size());
+  const int64_t block_floats = padded_rows(k) * kBlock;
+  for (int64_t j = 0; j * kBlock < n; ++j) {
+    const int64_t n0 = j * kBlock, width = std::min(kBlock, n - n0);
+    float* block = out + j * block_floats;
+    if (col_stride == 1) {
+      for (int64_t r = 0; r < k; ++r) {
+        std::memcpy(block + r * kBlock, b + r * row_stride + n0,
+                    sizeof(float) * static_cast<size_t>(width));
+      }
+      continue;
+    }
+    // B stored by columns (a Gemm's transB): each column read in order.
+    for (int64_t c = 0; c < width; ++c) {
+      const float* column = b + (n0 + c) * col_stride;
+      for (int64_t r = 0; r < k; ++r) block[r * kBlock + c] = column[r * row_stride];
+    }
+  }
+  return true;
 }
 
 void gemv_blocked(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t n,

@@ -1,4 +1,5 @@
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/blocked_gemv.h>
 #include <kiln/engine/cpu/winograd_weights.h>
 
 #include <omp.h>
@@ -295,6 +296,7 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
           pack_winograd_weights(target, static_cast<const float*>(source), dims[0], dims[1], data);
       return packed.ok() ? packed : error(desc, Error::Internal, packed.message());
     }
+    if (pack_blocked_b(source_md, source, target, data)) return Status();
     try {
       // On one thread (oneDNN sizes a reorder's split when it is created): a model's packings
       // are interleaved with serial work (code generation, planning), during which a woken

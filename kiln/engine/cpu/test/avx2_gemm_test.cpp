@@ -12,6 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include <string>
 #include <vector>
 
@@ -103,14 +106,50 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
 }
 
 // B [k, n] in oneDNN's blocked layout (`blocked_b_md`), packed by oneDNN's own reorder.
-std::vector<float> oneDNN_blocked(const float* b, int64_t k, int64_t n) {
-  const dnnl::memory::desc target = dnnl_impl::blocked_b_md(k, n);
-  std::vector<float> blocked(target.get_size() / sizeof(float));
-  dnnl::memory from = dnnl_impl::wrap(dnnl_impl::plain_md(std::vector<int64_t>{k, n}), b);
+// `source` (B [k, n] in that layout) in oneDNN's blocked layout, by oneDNN's reorder; the
+// bytes are filled with NaN first, so that padding it left unwritten would show.
+std::vector<float> oneDNN_blocked(const dnnl::memory::desc& source, const float* b) {
+  const dnnl::memory::dims dims = source.dims();
+  const dnnl::memory::desc target = dnnl_impl::blocked_b_md(dims[0], dims[1]);
+  std::vector<float> blocked(target.get_size() / sizeof(float), std::nanf(""));
+  dnnl::memory from = dnnl_impl::wrap(source, b);
   dnnl::memory to(target, dnnl_impl::cpu_engine(), blocked.data());
   dnnl::reorder(from, to).execute(dnnl_impl::cpu_stream(), from, to);
   dnnl_impl::cpu_stream().wait();
   return blocked;
+}
+
+std::vector<float> oneDNN_blocked(const float* b, int64_t k, int64_t n) {
+  return oneDNN_blocked(dnnl_impl::plain_md(std::vector<int64_t>{k, n}), b);
+}
+
+// kiln's packing into oneDNN's blocked layout writes the bytes oneDNN's reorder writes (the two
+// share a packing's key), from B stored by rows and by columns (a Gemm's transB), K and N cut
+// anywhere in their blocks; other layouts are left to the reorder.
+TEST(Avx2Gemm, PackingIntoOneDnnsBlockedLayoutMatchesItsReorder) {
+  uint32_t seed = 9600;
+  for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {16, 64}, {17, 63}, {33, 130}, {300, 700}}) {
+    for (bool by_columns : {false, true}) {
+      SCOPED_TRACE(std::to_string(k) + " x " + std::to_string(n) + (by_columns ? " transB" : ""));
+      OwnedTensor b = random_tensor({k, n}, seed++);
+      const dnnl::memory::desc source(
+          {k, n}, dnnl::memory::data_type::f32,
+          by_columns ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
+      const float* data = b.tensor().data_ptr<float>();
+      const std::vector<float> expected = oneDNN_blocked(source, data);
+      std::vector<float> got(expected.size(), -1.0f);
+      ASSERT_TRUE(
+          dnnl_impl::pack_blocked_b(source, data, dnnl_impl::blocked_b_md(k, n), got.data()));
+      ASSERT_EQ(std::memcmp(got.data(), expected.data(), sizeof(float) * got.size()), 0);
+    }
+  }
+  std::vector<float> b(64 * 64, 1.0f), to(64 * 64, -1.0f);
+  const dnnl::memory::desc plain = dnnl_impl::plain_md(std::vector<int64_t>{64, 64});
+  EXPECT_FALSE(dnnl_impl::pack_blocked_b(plain, b.data(), plain, to.data()));
+  EXPECT_FALSE(dnnl_impl::pack_blocked_b(dnnl_impl::plain_md(std::vector<int64_t>{1, 64, 64}),
+                                         b.data(), dnnl_impl::blocked_b_md(64, 64), to.data()));
+  EXPECT_EQ(to[0], -1.0f);  // nothing written
 }
 
 // kiln's AVX-512 MatMul (avx512_gemm), called directly on B's panels, and on oneDNN's blocked
