@@ -312,6 +312,10 @@ std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anch
 /// a constant [N] (or [1, ..., 1, N]) and the activations that follow; no residual. Empty when
 /// nothing fuses.
 std::optional<FusionGroup> find_generic_fusion(const FusionContext& context, size_t anchor);
+/// For a shape-generic plan's MatMul of two computed inputs (attention's scores): the
+/// multiplication by a constant scalar that follows it (the scale, a Linear post-op of beta 0),
+/// which kiln's run-time MatMul applies as it packs B; nullopt when none.
+std::optional<FusionGroup> find_generic_scale(const FusionContext& context, size_t anchor);
 
 /// The MatMul that may read Transpose node `transpose`'s input as its B, transposed in place
 /// (oneDNN's matmul takes a B of any strides), or -1: a Transpose of an f32 value computed at

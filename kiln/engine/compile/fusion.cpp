@@ -273,6 +273,24 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
   return finished(std::move(group), current);
 }
 
+std::optional<FusionGroup> find_generic_scale(const FusionContext& c, size_t anchor_index) {
+  const ir::Node& anchor = c.graph.nodes[anchor_index];
+  if (anchor.op != "MatMul" || anchor.outputs.size() != 1 || anchor.outputs[0] < 0) {
+    return std::nullopt;
+  }
+  size_t next_index = 0;
+  const ir::Node* next = chain_next(c, anchor.outputs[0], next_index);
+  if (next == nullptr || c.slots[next->outputs[0]]->dtype != ScalarType::Float32) {
+    return std::nullopt;
+  }
+  std::optional<PostOp> scale = activation(c, *next);
+  if (!scale || scale->kind != PostOpKind::Linear || scale->beta != 0.0f) return std::nullopt;
+  FusionGroup group;
+  group.post_ops.push_back(*scale);
+  group.absorbed.push_back(next_index);
+  return finished(std::move(group), next->outputs[0]);
+}
+
 int matmul_reading_transposed(const FusionContext& c, size_t transpose, bool declared_rank) {
   const ir::Node& t = c.graph.nodes[transpose];
   if (t.op != "Transpose" || !t.domain.empty() || t.inputs.size() != 1 || t.outputs.size() != 1 ||

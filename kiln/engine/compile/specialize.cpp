@@ -586,6 +586,12 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
           graph_.values[static_cast<size_t>(transposed_b_)].type.shape.size(), 0);
       inputs[1] = transposed_b_;
     }
+    std::optional<FusionGroup> scale;
+    if (options_.fuse) {
+      FusionContext context{graph_, impl_->slots, num_uses_, consumer_, producer_, absorbed_};
+      scale = find_generic_scale(context, n);
+      if (scale) desc.post_ops = scale->post_ops;
+    }
     auto op = cpu::RuntimeMatMul::create(desc);
     if (!op.ok()) {
       why =
@@ -595,9 +601,15 @@ Result<std::unique_ptr<cpu::RuntimeMatMul>> Builder::try_runtime_matmul(size_t n
     note_threads(desc.num_threads);
     read_transposed_ = read_transposed_ || desc.b_transposed;
     step.inputs = inputs;
-    step.outputs = node.outputs;
+    step.outputs = {scale ? scale->output : node.outputs[0]};
     step.placement =
         PlacementEntry{node.name, node.op, "cpu:" + (*op)->provider(), {}, (*op)->describe()};
+    if (scale) {
+      for (size_t a : scale->absorbed) {
+        absorbed_[a] = true;
+        step.placement.fused.push_back(describe_node(graph_.nodes[a]));
+      }
+    }
     return op;
   }
   std::optional<FusionGroup> group;

@@ -90,6 +90,9 @@ class RuntimeMatMulImpl {
   /// rank the Transpose read as B's was declared for (its perm's length).
   bool b_transposed = false;
   size_t b_rank = 0;
+  /// B at run time: the product's scale (a fused Linear post-op of beta 0, attention's
+  /// 1 / sqrt(d)), applied to B as it is packed, else to the result.
+  float scale = 1.0f;
 };
 
 RuntimeMatMul::RuntimeMatMul(std::unique_ptr<RuntimeMatMulImpl> impl) : impl_(std::move(impl)) {}
@@ -192,10 +195,14 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
 
 Status create_runtime_b(const OpDesc& desc, RuntimeMatMulImpl& impl) {
   using namespace dnnl_impl;  // NOLINT(google-build-using-namespace): the provider's helpers
-  if (desc.inputs.size() != 2 || !desc.post_ops.empty()) {
+  const bool scaled = desc.post_ops.size() == 1 && desc.post_ops[0].kind == PostOpKind::Linear &&
+                      desc.post_ops[0].beta == 0.0f;
+  if (desc.inputs.size() != 2 || (!desc.post_ops.empty() && !scaled)) {
     return error(desc, Error::NotSupported,
-                 "a run-time-shape MatMul of two computed inputs takes no bias or post-ops");
+                 "a run-time-shape MatMul of two computed inputs takes no bias, and no post-op "
+                 "but a scale (Linear of beta 0)");
   }
+  if (scaled) impl.scale = desc.post_ops[0].alpha;
   impl.constant_b = false;
   impl.wide = avx512_own_runtime_gemm();
   if (desc.b_transposed) {
@@ -273,6 +280,12 @@ Result<dnnl::matmul*> primitive_for(RuntimeMatMulImpl& impl, size_t rank, bool o
   return &*slot;
 }
 
+// values[0, count) *= s (nothing for 1).
+void scale_values(float* values, int64_t count, float s) {
+  if (s == 1.0f) return;
+  for (int64_t i = 0; i < count; ++i) values[i] *= s;
+}
+
 // C = A x B for each of `batch` matrices A [m, k], B [k, n], C [m, n] stored one after another,
 // on kiln's loops: each B packed into panels, then `avx512_gemm` or `avx2_gemm` (with AVX-512 and
 // at most kSmallRows rows, B read in place by `avx512_small_rows` instead). With at least
@@ -291,6 +304,7 @@ void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float*
       } else {
         avx512_small_rows(a + i * m * k, k, m, k, b + i * k * n, n, n, c + i * m * n, n);
       }
+      scale_values(c + i * m * n, m * n, impl.scale);
     }
     return;
   }
@@ -303,7 +317,7 @@ void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float*
   auto gemm = impl.wide ? avx512_gemm : avx2_gemm;
   auto one = [&](int64_t i, float* panels, int gemm_threads) {
     // B [k, n], or B^T [n, k]: B's element (p, j) at p * n + j, or at j * k + p.
-    pack_panels(b + i * k * n, bt ? 1 : n, bt ? k : 1, k, n, 1.0f, panels);
+    pack_panels(b + i * k * n, bt ? 1 : n, bt ? k : 1, k, n, impl.scale, panels);
     gemm(a + i * m * k, k, m, k, panels, n, c + i * m * n, n, none, gemm_threads);
   };
   if (teams == 1) {
@@ -394,8 +408,11 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
     bool same_batch = rank >= 2 && rank <= RuntimeMatMulImpl::kMaxRank && b_dims.size() == rank &&
                       std::equal(a_dims.begin(), a_dims.end() - 2, b_dims.begin());
     if (!same_batch || a_dims.back() == 0) {
-      if (!impl_->b_transposed) return kernels::matmul(a, *b, out).with_context(kRunContext);
-      return reference_transposed_b(a, *b, b_dims, out);
+      KILN_RETURN_IF_ERROR(impl_->b_transposed
+                               ? reference_transposed_b(a, *b, b_dims, out)
+                               : kernels::matmul(a, *b, out).with_context(kRunContext));
+      scale_values(out.mutable_data_ptr<float>(), out.numel(), impl_->scale);
+      return Status();
     }
   }
   int64_t k = a_dims.back();
@@ -447,6 +464,7 @@ Status RuntimeMatMul::run(const Tensor& a, const Tensor* b, Tensor& out) {
   } catch (const dnnl::error& e) {
     return Status(Error::Internal, std::string(kRunContext) + ": " + e.what());
   }
+  if (!impl_->constant_b) scale_values(out.mutable_data_ptr<float>(), out.numel(), impl_->scale);
   return Status();
 }
 

@@ -34,10 +34,10 @@ class RuntimeMatMul {
   /// `desc.op` is "MatMul". Constant B: `desc.constants[1]` is B, of rank 2 (A's sizes are
   /// ignored), and `desc.inputs[2]`, when present, a constant bias of N elements; `desc.post_ops`
   /// may hold element-wise kinds. B at run time: `desc.inputs[0].sizes` and
-  /// `desc.inputs[1].sizes` give only the ranks (any values), equal and at least 2; no bias or
-  /// post-ops. Errors: NotSupported naming what is not handled (other ranks, a residual
-  /// post-op, a non-constant bias, an empty B); InvalidArgument for a bias of the wrong size;
-  /// Internal when oneDNN fails.
+  /// `desc.inputs[1].sizes` give only the ranks (any values), equal and at least 2; no bias,
+  /// and no post-op but one Linear of beta 0 (a scale: attention's 1 / sqrt(d)). Errors:
+  /// NotSupported naming what is not handled (other ranks, a residual post-op, a non-constant bias,
+  /// an empty B); InvalidArgument for a bias of the wrong size; Internal when oneDNN fails.
   static runtime::Result<std::unique_ptr<RuntimeMatMul>> create(const OpDesc& desc);
   ~RuntimeMatMul();
   RuntimeMatMul(const RuntimeMatMul&) = delete;

@@ -160,44 +160,57 @@ TEST(TransposedB, OtherTransposesStaySteps) {
 
 // A shape-generic plan (a decoder step at any past length) folds the keys' Transpose too:
 // kiln's run-time MatMul reads the present keys as B transposed (a few rows: in place; more:
-// packed from them). Results at several past lengths and query counts against the reference.
+// packed from them), and takes the scores' scale (a Mul by a constant scalar) with it. Results
+// at several past lengths and query counts against the reference.
 TEST(TransposedB, AGenericPlanReadsTheKeysTransposed) {
-  ModelBuilder b(72);
-  ir::Dim rows = ir::Dim::symbol("rows"), past = ir::Dim::symbol("past");
-  ir::Dim total = ir::Dim::symbol("total");
-  int q = b.input("q", {1, 4, rows, 32});
-  int old_keys = b.input("past", {1, 4, past, 32});
-  int now = b.input("now", {1, 4, rows, 32});
-  int present = b.value("present", {1, 4, total, 32});
-  int keys_t = b.value("keys_t", {1, 4, 32, total});
-  int scores = b.value("scores", {1, 4, rows, total});
-  b.node("Concat", {old_keys, now}, {present}, {int_attr("axis", 2)});
-  b.node("Transpose", {present}, {keys_t}, {ints("perm", {0, 1, 3, 2})});
-  b.node("MatMul", {q, keys_t}, {scores});
-  b.output(scores);
-  const ir::Model model = b.build();
-  auto compiled = compile::specialize_generic(model, "main", cpu_only());
-  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
-  const auto [step, read] = transposes(**compiled);
-  const bool own_loops = cpu::avx512_own_runtime_gemm() || cpu::avx2_own_gemm();
-  EXPECT_EQ(step, !own_loops);  // oneDNN's run-time matmul keeps the Transpose a step
-  EXPECT_EQ(read, own_loops ? 1 : 0);
-  uint32_t seed = 5;
-  for (const auto& [n, p] :
-       std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {1, 40}, {3, 17}, {20, 9}}) {
-    SCOPED_TRACE("rows " + std::to_string(n) + " past " + std::to_string(p));
-    std::vector<Buffer> inputs;
-    for (const std::vector<int64_t>& sizes :
-         std::vector<std::vector<int64_t>>{{1, 4, n, 32}, {1, 4, p, 32}, {1, 4, n, 32}}) {
-      inputs.push_back(random_input(ScalarType::Float32, sizes, seed++));
+  for (bool scaled : {false, true}) {
+    SCOPED_TRACE(scaled ? "scaled" : "not scaled");
+    ModelBuilder b(72);
+    ir::Dim rows = ir::Dim::symbol("rows"), past = ir::Dim::symbol("past");
+    ir::Dim total = ir::Dim::symbol("total");
+    int q = b.input("q", {1, 4, rows, 32});
+    int old_keys = b.input("past", {1, 4, past, 32});
+    int now = b.input("now", {1, 4, rows, 32});
+    int present = b.value("present", {1, 4, total, 32});
+    int keys_t = b.value("keys_t", {1, 4, 32, total});
+    int scores = b.value("scores", {1, 4, rows, total});
+    b.node("Concat", {old_keys, now}, {present}, {int_attr("axis", 2)});
+    b.node("Transpose", {present}, {keys_t}, {ints("perm", {0, 1, 3, 2})});
+    b.node("MatMul", {q, keys_t}, {scores});
+    if (scaled) {
+      int scale = b.weight_of("scale", {}, {0.17677669f});  // 1 / sqrt(32)
+      int out = b.value("scaled", {1, 4, rows, total});
+      b.node("Mul", {scores, scale}, {out});
+      scores = out;
     }
-    std::vector<const Tensor*> in;
-    for (auto& input : inputs) in.push_back(&input.tensor);
-    std::vector<Buffer> expected = interpret(model, in);
-    std::vector<Buffer> outputs = output_buffers(**compiled);
-    Status status = run(**compiled, inputs, outputs);
-    ASSERT_TRUE(status.ok()) << status.to_string();
-    expect_close(outputs[0].tensor, expected[0].tensor);
+    b.output(scores);
+    const ir::Model model = b.build();
+    auto compiled = compile::specialize_generic(model, "main", cpu_only());
+    ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+    const auto [step, read] = transposes(**compiled);
+    const bool own_loops = cpu::avx512_own_runtime_gemm() || cpu::avx2_own_gemm();
+    EXPECT_EQ(step, !own_loops);  // oneDNN's run-time matmul keeps the Transpose a step
+    EXPECT_EQ(read, own_loops ? 1 : 0);
+    for (const auto& entry : (*compiled)->placement()) {
+      EXPECT_NE(entry.op, "Mul") << "the scale is a step of its own";
+    }
+    uint32_t seed = 5;
+    for (const auto& [n, p] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {1, 40}, {3, 17}, {20, 9}}) {
+      SCOPED_TRACE("rows " + std::to_string(n) + " past " + std::to_string(p));
+      std::vector<Buffer> inputs;
+      for (const std::vector<int64_t>& sizes :
+           std::vector<std::vector<int64_t>>{{1, 4, n, 32}, {1, 4, p, 32}, {1, 4, n, 32}}) {
+        inputs.push_back(random_input(ScalarType::Float32, sizes, seed++));
+      }
+      std::vector<const Tensor*> in;
+      for (auto& input : inputs) in.push_back(&input.tensor);
+      std::vector<Buffer> expected = interpret(model, in);
+      std::vector<Buffer> outputs = output_buffers(**compiled);
+      Status status = run(**compiled, inputs, outputs);
+      ASSERT_TRUE(status.ok()) << status.to_string();
+      expect_close(outputs[0].tensor, expected[0].tensor);
+    }
   }
 }
 

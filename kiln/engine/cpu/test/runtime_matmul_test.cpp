@@ -148,13 +148,17 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
                                       {{1, 4, 1, 129}, {1, 4, 129, 32}},
                                       {{3, 4, 65}, {3, 65, 70}}};
   uint32_t seed = 70;
+  // With a scale (attention's 1 / sqrt(d), a fused Linear of beta 0) on every other case.
+  const std::vector<PostOp> scale = {{PostOpKind::Linear, 0.125f, 0.0f}};
   for (bool avx512 : {true, false}) {
     set_avx512_for_testing(avx512);
     for (int threads : {1, 2}) {
+      const bool scaled = (threads == 2) == avx512;
       Case c("MatMul", {});
       c.desc.num_threads = threads;
       c.add(random_tensor({1, 1}, 1), false);
       c.add(random_tensor({1, 1}, 2), false);
+      if (scaled) c.desc.post_ops = scale;
       auto op = RuntimeMatMul::create(c.desc);
       ASSERT_TRUE(op.ok()) << op.status();
       EXPECT_THAT((*op)->describe(), HasSubstr("run-time shapes"));
@@ -164,11 +168,13 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
       EXPECT_EQ((*op)->provider(), (*op)->describe().rfind("kiln", 0) == 0 ? "kiln" : "onednn");
       for (const Shapes& s : shapes) {
         SCOPED_TRACE(runtime::shape_to_string(s.a) + " x " + runtime::shape_to_string(s.b) +
-                     " threads " + std::to_string(threads) + (avx512 ? " AVX-512" : " AVX2"));
+                     " threads " + std::to_string(threads) + (avx512 ? " AVX-512" : " AVX2") +
+                     (scaled ? " scaled" : ""));
         OwnedTensor a = random_tensor(s.a, seed++);
         OwnedTensor b = random_tensor(s.b, seed++);
         OwnedTensor out = run(**op, a.tensor(), &b.tensor());
-        expect_near(out, reference(a.tensor(), b.tensor(), nullptr, {}));
+        expect_near(out, reference(a.tensor(), b.tensor(), nullptr,
+                                   scaled ? scale : std::vector<PostOp>{}));
       }
     }
   }
@@ -262,6 +268,18 @@ TEST(RuntimeMatMul, ErrorsNameTheShapesAndWhatIsNotSupported) {
   EXPECT_EQ(wrong.error(), runtime::Error::InvalidArgument);
   EXPECT_THAT(wrong.status().message(),
               HasSubstr("bias (input 2) has 5 elements (expected N = 4)"));
+
+  for (const std::vector<PostOp>& post_ops :
+       std::vector<std::vector<PostOp>>{{{PostOpKind::Relu}}, {{PostOpKind::Linear, 2.0f, 1.0f}}}) {
+    Case activated("MatMul", {});
+    activated.add(random_tensor({2, 3}, 1), false);
+    activated.add(random_tensor({3, 2}, 2), false);
+    activated.desc.post_ops = post_ops;
+    auto not_taken = RuntimeMatMul::create(activated.desc);
+    ASSERT_FALSE(not_taken.ok());
+    EXPECT_EQ(not_taken.error(), runtime::Error::NotSupported);
+    EXPECT_THAT(not_taken.status().message(), HasSubstr("no post-op but a scale"));
+  }
 
   Case computed("MatMul", {});
   computed.add(random_tensor({2, 3}, 1), false);
