@@ -213,7 +213,12 @@ class SmallMatMulOp final : public SmallOp {
     int64_t m = 1;
     for (size_t i = 0; i + 1 < a_sizes.size(); ++i) m *= a_sizes[i];
     const double b_bytes = sizeof(float) * static_cast<double>(n) * static_cast<double>(k);
-    const bool streaming = !blocked && m <= kStreamingRows && b_bytes > kStreamingBytes;
+    // A few rows by a B in oneDNN's blocked layout (AVX-512) take the streaming loops at any
+    // size of B: the packing a MatMul of many rows by the same weight (a prefill of the same
+    // model, a shape-generic plan) reads too, so the model holds one copy.
+    const bool shares_blocked = streaming_b_blocked() && alpha == 1.0 && k > 0 && n > 0;
+    const bool streaming =
+        !blocked && m <= kStreamingRows && (b_bytes > kStreamingBytes || shares_blocked);
     if (blocked && k == 0) return error(desc, Error::NotSupported, "B is empty");
     if (!blocked && !streaming && static_cast<double>(m) * b_bytes / sizeof(float) > kMaxMacs) {
       return error(desc, Error::NotSupported, "more work than the small loops take");

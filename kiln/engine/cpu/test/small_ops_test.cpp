@@ -251,12 +251,15 @@ TEST(SmallOps, WhatTheLoopsLackOrLargerWorkStaysOnOneDnn) {
     c.add(random_tensor({128, 128}, seed++), true);
     EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
   }
-  {  // Gelu on a B that stays in cache: oneDNN's kernels are the faster ones.
+  {  // Gelu on a B that stays in cache: oneDNN's kernels, unless B is read in oneDNN's blocked
+     // layout (AVX-512), which the streaming loops read too (one packing for every plan).
     Case c = small_case("MatMul", {});
     c.add(random_tensor({1, 64}, seed++), false);
     c.add(random_tensor({64, 64}, seed++), true);
     c.desc.post_ops = {{PostOpKind::Gelu}};
-    EXPECT_EQ(described(c).find(kOwnLoops), std::string::npos);
+    const std::string description = described(c);
+    EXPECT_EQ(description.find(kOwnLoops) != std::string::npos, streaming_b_blocked())
+        << description;
   }
   {  // More rows than a streaming MatMul's, by a large B.
     Case c = small_case("MatMul", {});
