@@ -15,7 +15,17 @@
 #include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/loop_epilogue.h>
 
+// GCC 12's AVX-512 header makes some of its 256-bit extracts from a variable initialized with
+// itself (`__m256d __Y = __Y;`), which -Wmaybe-uninitialized reports wherever they are inlined
+// (_mm512_reduce_add_ps): a false alarm, silenced for the header's lines only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <omp.h>
 
 #include <algorithm>
