@@ -4,6 +4,7 @@
 #include <kiln/exporter/conformance/conformance.h>
 #include <kiln/exporter/conformance/isolation.h>
 #include <kiln/exporter/export.h>
+#include <kiln/runtime/backend/options_map.h>
 #include <kiln/runtime/core/data_loader.h>
 #include <kiln/runtime/core/evalue.h>
 #include <kiln/runtime/executor/method.h>
@@ -292,7 +293,18 @@ void run_case_unguarded(const CaseDir& case_dir, const ConformanceOptions& optio
   auto loader = std::make_shared<runtime::BufferDataLoader>(owner->data(), owner->size(), owner);
   auto program = runtime::Program::load(loader);
   if (!program.ok()) return run.error("load program", program.status());
-  auto method = (*program)->load_method("forward");
+  // No specialization cache: a case's result must not depend on an earlier run's entries, the
+  // runner must not write into the user's cache, and a load starts no background store, a
+  // thread that could hold a lock (the allocator's, under a sanitizer) when the next case forks
+  // its ONNX step.
+  runtime::LoadBackendOptionsMap load_options;
+  const runtime::BackendOption no_cache{"cache_dir", std::string()};
+  if (Status set = load_options.set_options(
+          "KilnBackend", runtime::Span<const runtime::BackendOption>(&no_cache, 1));
+      !set.ok()) {
+    return run.error("load method 'forward'", set);
+  }
+  auto method = (*program)->load_method("forward", &load_options);
   if (!method.ok()) return run.error("load method 'forward'", method.status());
   for (const fs::path& set : sets) {
     if (!run_data_set(**method, *signature, set, options, run)) return;

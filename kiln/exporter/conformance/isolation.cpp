@@ -79,9 +79,13 @@ std::optional<Worker> start_worker(const std::vector<CaseDir>& cases, size_t beg
     return std::nullopt;
   }
   if (pid == 0) {
+    ::setpgid(0, 0);
     ::close(fds[0]);
     run_child(cases, begin, end, options, fds[1]);
   }
+  // The worker leads a process group of its own (set on both sides: whichever runs first), so
+  // that ending it ends whatever it started (an ONNX step's child stuck in a lock it inherited).
+  ::setpgid(pid, pid);
   ::close(fds[1]);
   Worker worker;
   worker.pid = pid;
@@ -174,6 +178,7 @@ std::vector<CaseResult> run_cases_isolated(const std::vector<CaseDir>& cases,
         int wait_status = 0;
         while (::waitpid(worker.pid, &wait_status, 0) < 0 && errno == EINTR) {
         }
+        ::kill(-worker.pid, SIGKILL);  // what the worker left behind, if anything
         if (worker.next < worker.end) {
           results[worker.next] = died(cases[worker.next], wait_status, options);
           if (worker.next + 1 < worker.end) todo.emplace_front(worker.next + 1, worker.end);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +58,18 @@ bool write_all(int fd, const char* data, size_t size) {
   ::_exit(written ? 0 : 3);
 }
 
+// Closes every descriptor the child inherited but 0-2 and `keep`: a child that never ends (killed
+// only after its parent is gone) must not hold its parent's pipes open, such as the pipe through
+// which a conformance worker reports to its runner, which then waits for an end that never comes.
+void close_inherited(int keep) {
+#if defined(SYS_close_range)
+  if (keep > 3) ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u);
+  ::syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u);
+#else
+  (void)keep;
+#endif
+}
+
 Result<std::string> decode(const std::string& what, const std::string& message) {
   if (!message.empty() && message[0] == kOk) return message.substr(1);
   if (message.size() >= 5 && message[0] == kError) {
@@ -81,6 +94,7 @@ Result<std::string> run_in_child(const std::string& what,
   }
   if (pid == 0) {
     ::close(fds[0]);
+    close_inherited(fds[1]);
     child_main(fds[1], work);
   }
   ::close(fds[1]);

@@ -18,8 +18,12 @@ namespace kiln::exporter {
 /// without a result, or runs longer than `timeout_s` seconds (it is then killed) gives
 /// InvalidProgram "<what>: ONNX crashed on this model (signal 11, Segmentation fault)" or
 /// "... timed out after N s". When a child cannot be started, `work` runs in this process.
+/// The child closes every descriptor it inherited but 0-2 and its result pipe.
 /// Call it from a single-threaded process, or one whose other threads hold no locks that
-/// `work` needs (fork copies only the calling thread).
+/// `work` needs (fork copies only the calling thread): a thread allocating at the fork can
+/// leave a sanitizer's allocator locked in the child (glibc's malloc is safe across fork), so
+/// `kiln conformance` loads its cases without the specialization cache, whose stores run on a
+/// thread of their own, and a child stuck so is killed at the timeout.
 runtime::Result<std::string> run_in_child(const std::string& what,
                                           const std::function<runtime::Result<std::string>()>& work,
                                           int timeout_s = 300);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <csignal>
 #include <string>
@@ -54,6 +55,23 @@ TEST(OnnxSandbox, AHangIsKilledAfterTheTimeout) {
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.status().message().find("timed out on this model after 1 s"), std::string::npos)
       << result.status();
+}
+
+// The child keeps none of the caller's descriptors but 0-2 and its result pipe: one that never
+// ends must not hold a pipe its caller's caller waits on (a conformance worker's, whose runner
+// waited forever for a worker killed at its time limit while the ONNX step it started hung).
+TEST(OnnxSandbox, TheChildClosesTheCallersDescriptors) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  auto result = run_in_child("step", [&]() -> Result<std::string> {
+    const bool read_end = ::fcntl(fds[0], F_GETFD) != -1;
+    const bool write_end = ::fcntl(fds[1], F_GETFD) != -1;
+    return std::string(read_end || write_end ? "open" : "closed");
+  });
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(*result, "closed");
 }
 
 // Found by the importer fuzzer: ONNX 1.12's STFT shape inference dereferences the dims of a
