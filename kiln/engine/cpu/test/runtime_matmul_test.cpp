@@ -192,7 +192,8 @@ TEST(RuntimeMatMul, ComputedBReadTransposed) {
   const std::vector<Shapes> shapes = {
       {{1, 4, 1, 32}, {1, 4, 129, 32}}, {{1, 4, 3, 37}, {1, 4, 70, 37}},
       {{1, 4, 4, 5}, {1, 4, 3, 5}},     {{1, 4, 128, 32}, {1, 4, 128, 32}},
-      {{1, 4, 17, 40}, {1, 4, 33, 40}}, {{1, 2, 7, 16}, {1, 1, 9, 16}}};
+      {{1, 4, 17, 40}, {1, 4, 33, 40}}, {{1, 2, 7, 16}, {1, 1, 9, 16}},
+      {{1, 4, 20, 24}, {1, 4, 100, 24}}};  // N of 6 panels and a cut one
   uint32_t seed = 300;
   for (bool avx512 : {true, false}) {
     set_avx512_for_testing(avx512);
