@@ -138,7 +138,7 @@ Status create_constant_b(const OpDesc& desc, const Tensor& b, RuntimeMatMulImpl&
     }
     impl.post_ops = desc.post_ops;
     impl.wide = wide;
-    impl.describe = wide ? "kiln AVX-512 MatMul (run-time rows; 12 x 32 tiles over oneDNN's "
+    impl.describe = wide ? "kiln AVX-512 MatMul (run-time rows; 6 x 64 tiles over oneDNN's "
                            "blocked B (BA16a64b), packed once; up to 4 rows: blocked GEMV)"
                          : "kiln AVX2 MatMul (run-time rows; 6 x 16 tiles over B's panels, "
                            "packed once)";
