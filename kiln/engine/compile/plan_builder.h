@@ -1,0 +1,116 @@
+#pragma once
+// Internal to kiln/engine/compile: the builder behind specialize() and specialize_generic().
+// Its work is in three files: specialize.cpp (the order of the phases, placement and the memory
+// plan), folding.cpp (constant folding and shapes the model left symbolic) and op_choice.cpp
+// (which op runs a node: oneDNN's, kiln's run-time-shape loops).
+
+#include <kiln/engine/compile/function_plan.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::engine::compile {
+
+/// `node`'s name and op, as placement reports and errors give it: "name (Op)".
+inline std::string describe_node(const ir::Node& node) { return node.name + " (" + node.op + ")"; }
+
+/// Builds one function's plan: shapes → folding → fusion and placement → layouts → memory plan.
+/// One builder builds one plan.
+class PlanBuilder {
+ public:
+  PlanBuilder(const ir::Model& model, const ir::Graph& graph, std::vector<runtime::Tensor> weights,
+              const CompileOptions& options)
+      : model_(model),
+        graph_(graph),
+        weights_(std::move(weights)),
+        options_(options),
+        impl_(std::make_unique<CompiledFunctionImpl>()) {}
+
+  /// Builds the plan for `input_sizes`, or (nullopt) a shape-generic one: no value but the
+  /// constants has a known shape, so every step is placed for any shape.
+  runtime::Result<std::unique_ptr<CompiledFunctionImpl>> build(
+      const std::optional<std::vector<std::vector<int64_t>>>& input_sizes);
+
+ private:
+  Slot& slot(int value) { return *impl_->slots[static_cast<size_t>(value)]; }
+
+  // --- slots (specialize.cpp) ---
+  void make_slots();
+  /// A slot that holds whatever a reference kernel writes (storage grows on demand).
+  void make_dynamic(Slot& s);
+  /// A scratch slot for an optional output nobody reads.
+  int add_scratch(const std::string& name);
+  /// The node's outputs without the trailing ones nobody reads (LayerNormalization's Mean,
+  /// ...), which an op is not asked for.
+  std::vector<int> read_outputs(const ir::Node& node);
+  /// The node's outputs, with a scratch slot for each one the model leaves out.
+  std::vector<int> outputs_of(const ir::Node& node);
+  void count_uses();
+  bool shapes_static(const std::vector<int>& values);
+
+  // --- folding and shapes (folding.cpp) ---
+  /// Shape and Size of a value whose shape is known: a constant.
+  runtime::Result<bool> fold_shape_of(const ir::Node& node);
+  /// Evaluates a node whose inputs are all constant with its reference kernel, once.
+  runtime::Result<bool> fold(const ir::Node& node);
+  /// Learns output shapes the model left symbolic (by a rule, or by running the reference
+  /// kernel once on zeros) and checks declared ones by the rule, when the node's output shape
+  /// cannot depend on the values of its non-constant inputs.
+  void probe_shapes(const ir::Node& node);
+  /// Checks the weights among `node`'s inputs before a reference kernel reads them.
+  runtime::Status verify_inputs(const ir::Node& node) {
+    return verify_node_weights(graph_, node, options_);
+  }
+
+  // --- placement (specialize.cpp) ---
+  runtime::Status place(size_t n);
+  runtime::Status place_node(size_t n);
+  /// A Transpose whose result a oneDNN MatMul can read as B in place
+  /// (`matmul_reading_transposed`): not placed now; the MatMul tries that, else places it first.
+  bool defer_to_matmul(size_t n);
+
+  // --- the op that runs a node (op_choice.cpp) ---
+  /// A oneDNN op (or kiln's loops behind cpu::CpuOp) for a node of known shapes, with the ops
+  /// of `group` fused when given.
+  runtime::Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node,
+                                                          const FusionGroup* group, Step& step,
+                                                          std::string& why);
+  /// A MatMul of a shape-generic plan by a constant 2-D B, with the bias Add and activations
+  /// that follow it fused (`find_generic_fusion`), or of two computed inputs.
+  runtime::Result<std::unique_ptr<cpu::RuntimeMatMul>> try_runtime_matmul(size_t n, Step& step,
+                                                                          std::string& why);
+  /// A Softmax, LogSoftmax or LayerNormalization of a shape-generic plan.
+  runtime::Result<std::unique_ptr<cpu::RuntimeRows>> try_runtime_rows(size_t n, Step& step,
+                                                                      std::string& why);
+  /// An Add, Sub, Mul, Div, Where or Transpose of a shape-generic plan.
+  runtime::Result<std::unique_ptr<cpu::RuntimeElementwise>> try_runtime_elementwise(
+      size_t n, Step& step, std::string& why);
+  /// Records that a step runs on `num_threads` intra-op threads (0: OpenMP's count).
+  void note_threads(int num_threads);
+
+  // --- memory (specialize.cpp) ---
+  runtime::Status plan_memory();
+  /// Shape-generic plans: each Dynamic value goes back to the pool after the last step that
+  /// reads or writes it (function outputs are read after the run: never).
+  void plan_releases();
+
+  const ir::Model& model_;
+  const ir::Graph& graph_;
+  std::vector<runtime::Tensor> weights_;
+  const CompileOptions& options_;
+  std::unique_ptr<CompiledFunctionImpl> impl_;
+  std::vector<bool> folded_, absorbed_;
+  /// Per MatMul node: the Transpose node deferred to it (`defer_to_matmul`), or -1.
+  std::vector<int> b_transpose_;
+  /// While a MatMul with a deferred Transpose is placed: the Transpose's input, which
+  /// `try_cpu_op` gives the op as B read transposed; `read_transposed_` says whether it did.
+  int transposed_b_ = -1;
+  bool read_transposed_ = false;
+  bool blocked_convs_ = false;   ///< Convs in ActivationLayout::Blocked.
+  bool winograd_convs_ = false;  ///< And on Winograd where it fits.
+  std::vector<int> num_uses_, consumer_, producer_;
+};
+
+}  // namespace kiln::engine::compile
