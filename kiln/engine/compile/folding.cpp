@@ -7,10 +7,8 @@
 
 namespace kiln::engine::compile {
 
-using runtime::Error;
 using runtime::Result;
 using runtime::ScalarType;
-using runtime::ShapeDynamism;
 using runtime::Status;
 using runtime::Tensor;
 

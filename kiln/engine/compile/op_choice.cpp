@@ -7,7 +7,6 @@ namespace kiln::engine::compile {
 using runtime::Error;
 using runtime::Result;
 using runtime::ScalarType;
-using runtime::ShapeDynamism;
 using runtime::Status;
 using runtime::Tensor;
 
