@@ -243,31 +243,6 @@ template <int P>
   wide_tile_rows<P, false>(rows, a, lda, b, b2, kc, c, ldc, first, init, res, nullptr, nullptr);
 }
 
-// Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
-// columns [n0, n0 + width) of C, width <= 16; `ldc` is the residual's row stride. (The column
-// bias is where the sums started.) On the 16-float vectors of the other loops' epilogue
-// (loop_epilogue.h), built for each CPU by KILN_VECTOR_CLONES: it runs once per tile after the
-// last block, only for post-ops other than a first residual, and Clang does not let a function
-// built for AVX2 pass 8-float vectors to helpers built for the baseline.
-KILN_VECTOR_CLONES void finish_tile(float* t, int64_t ldt, int rows, int64_t width, int64_t m0,
-                                    int64_t n0, int64_t ldc, const Epilogue& e) {
-  for (int r = 0; r < rows; ++r) {
-    float padded[kPanel] = {};
-    const float* residual = padded;
-    if (e.residual != nullptr) {
-      residual = e.residual + (m0 + r) * ldc + n0;
-      if (width < kPanel) {
-        std::memcpy(padded, residual, sizeof(float) * static_cast<size_t>(width));
-        residual = padded;
-      }
-    }
-    float* at = t + r * ldt;
-    vec::Floats v = vec::load(at);
-    if (e.row_bias != nullptr) v += e.row_bias[m0 + r];
-    vec::store(at, post_process(v, e, vec::load(residual)));
-  }
-}
-
 // Rows [m_begin, m_end) and panels [p_begin, p_end) of C. kWide: AVX-512's tiles (two full
 // panels at a time where there are two), else AVX2's.
 template <bool kWide>
@@ -278,14 +253,7 @@ template <bool kWide>
   constexpr int kTileRows = kWide ? kWideRows : kRows;
   constexpr int64_t kBlockDepth = kWide ? kWideDepth : kDepth;
   alignas(64) float edge[kTileRows * kPanel];
-  const bool finish = e.row_bias != nullptr || e.num_ops > 0;
-  // A first post-op AddResidual (x + bias + residual) is where full panels' sums start too;
-  // `rest` is what is left after it.
-  const bool residual_first = e.row_bias == nullptr && e.num_ops > 0 &&
-                              e.ops[0].kind == PostOpKind::AddResidual && e.residual != nullptr;
-  Epilogue rest = e;
-  if (residual_first) ++rest.ops, --rest.num_ops;
-  const bool finish_rest = residual_first ? rest.num_ops > 0 : finish;
+  const EpilogueSplit split = split_epilogue(e);
   const bool prefetch_wide =
       k_count * n_count * static_cast<int64_t>(sizeof(float)) >= kWidePrefetchBytes;
   for (int64_t k0 = 0; k0 < k_count; k0 += kBlockDepth) {
@@ -319,7 +287,7 @@ template <bool kWide>
           float* out = c + m * ldc + n0;
           const float* a_block = a + m * lda + k0;
           if (pair || width == kPanel) {
-            const float* res = residual_first ? e.residual + m * ldc + n0 : nullptr;
+            const float* res = split.residual_first ? e.residual + m * ldc + n0 : nullptr;
             if constexpr (kWide) {
               const float* next = m == mc ? next_wide : nullptr;
               if (pair) {
@@ -333,10 +301,7 @@ template <bool kWide>
               tile_rows(rows, a_block, lda, b, kc, out, ldc, first, bias, res,
                         m == mc ? next_b : nullptr);
             }
-            if (last && finish_rest) {
-              finish_tile(out, ldc, rows, kPanel, m, n0, ldc, rest);
-              if (pair) finish_tile(out + kPanel, ldc, rows, kPanel, m, n0 + kPanel, ldc, rest);
-            }
+            if (last && split.finish) finish_sums(out, ldc, rows, span, m, n0, ldc, split.rest);
             continue;
           }
           // The last panel's columns past N: sums in `edge`, then only the columns there are.
@@ -351,7 +316,7 @@ template <bool kWide>
             tile_rows(rows, a_block, lda, b, kc, edge, kPanel, first, bias, nullptr,
                       m == mc ? next_b : nullptr);
           }
-          if (last && finish) finish_tile(edge, kPanel, rows, width, m, n0, ldc, e);
+          if (last && split.finish_all) finish_sums(edge, kPanel, rows, width, m, n0, ldc, e);
           for (int r = 0; r < rows; ++r) std::memcpy(out + r * ldc, edge + r * kPanel, bytes);
         }
         p += pair ? 2 : 1;

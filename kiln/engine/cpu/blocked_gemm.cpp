@@ -123,31 +123,6 @@ template <bool kPrefetch>
   }
 }
 
-// Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
-// columns [n0, n0 + width) of C, width <= 64, 16 at a time; `ldc` is the residual's row stride.
-// (The column bias is where the sums started.)
-KILN_VECTOR_CLONES void finish_rows(float* t, int64_t ldt, int rows, int64_t width, int64_t m0,
-                                    int64_t n0, int64_t ldc, const Epilogue& e) {
-  for (int r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < width; j += kLanes) {
-      const int64_t part = std::min(kLanes, width - j);
-      float padded[kLanes] = {};
-      const float* residual = padded;
-      if (e.residual != nullptr) {
-        residual = e.residual + (m0 + r) * ldc + n0 + j;
-        if (part < kLanes) {
-          std::memcpy(padded, residual, sizeof(float) * static_cast<size_t>(part));
-          residual = padded;
-        }
-      }
-      float* at = t + r * ldt + j;
-      vec::Floats v = vec::load(at);
-      if (e.row_bias != nullptr) v += e.row_bias[m0 + r];
-      vec::store(at, post_process(v, e, vec::load(residual)));
-    }
-  }
-}
-
 // Rows [m_begin, m_end) and blocks [j_begin, j_end) of C.
 [[gnu::target("avx512f")]] void gemm_part(const float* a, int64_t lda, int64_t m_begin,
                                           int64_t m_end, int64_t k_count, const float* blocked,
@@ -155,14 +130,7 @@ KILN_VECTOR_CLONES void finish_rows(float* t, int64_t ldt, int rows, int64_t wid
                                           int64_t ldc, const Epilogue& e) {
   alignas(64) float edge[kRows * kBlock];
   const int64_t block_floats = padded_rows(k_count) * kBlock;
-  const bool finish = e.row_bias != nullptr || e.num_ops > 0;
-  // A first post-op AddResidual (x + bias + residual) is where full blocks' sums start too;
-  // `rest` is what is left after it.
-  const bool residual_first = e.row_bias == nullptr && e.num_ops > 0 &&
-                              e.ops[0].kind == PostOpKind::AddResidual && e.residual != nullptr;
-  Epilogue rest = e;
-  if (residual_first) ++rest.ops, --rest.num_ops;
-  const bool finish_rest = residual_first ? rest.num_ops > 0 : finish;
+  const EpilogueSplit split = split_epilogue(e);
   const bool prefetch = k_count * n_count * static_cast<int64_t>(sizeof(float)) >= kPrefetchBytes;
   for (int64_t k0 = 0; k0 < k_count; k0 += kDepth) {
     const int64_t kc = std::min(kDepth, k_count - k0);
@@ -185,13 +153,13 @@ KILN_VECTOR_CLONES void finish_rows(float* t, int64_t ldt, int rows, int64_t wid
           const float* ahead = m == mc ? next : nullptr;
           float* out = c + m * ldc + n0;
           if (width == kBlock) {
-            const float* res = residual_first ? e.residual + m * ldc + n0 : nullptr;
+            const float* res = split.residual_first ? e.residual + m * ldc + n0 : nullptr;
             if (ahead != nullptr) {
               tile_rows<true>(rows, a_block, lda, b, kc, out, ldc, first, bias, res, ahead);
             } else {
               tile_rows<false>(rows, a_block, lda, b, kc, out, ldc, first, bias, res, nullptr);
             }
-            if (last && finish_rest) finish_rows(out, ldc, rows, kBlock, m, n0, ldc, rest);
+            if (last && split.finish) finish_sums(out, ldc, rows, kBlock, m, n0, ldc, split.rest);
             continue;
           }
           // The last block's columns past N: sums in `edge`, then only the columns there are.
@@ -200,7 +168,7 @@ KILN_VECTOR_CLONES void finish_rows(float* t, int64_t ldt, int rows, int64_t wid
             for (int r = 0; r < rows; ++r) std::memcpy(edge + r * kBlock, out + r * ldc, bytes);
           }
           tile_rows<false>(rows, a_block, lda, b, kc, edge, kBlock, first, bias, nullptr, nullptr);
-          if (last && finish) finish_rows(edge, kBlock, rows, width, m, n0, ldc, e);
+          if (last && split.finish_all) finish_sums(edge, kBlock, rows, width, m, n0, ldc, e);
           for (int r = 0; r < rows; ++r) std::memcpy(out + r * ldc, edge + r * kBlock, bytes);
         }
       }

@@ -90,6 +90,37 @@ struct Epilogue {
   }
 }
 
+// How a GEMM's tiles share out an epilogue: a first post-op AddResidual (x + bias + residual),
+// with no row bias, is where full tiles' sums start (`residual_first`), and `rest` is what is
+// left after it; `finish` says whether anything is left to apply after the last step over K
+// (`finish_all`: for tiles that did not start from the residual).
+struct EpilogueSplit {
+  bool residual_first = false;
+  bool finish = false;      // for tiles that started from the residual
+  bool finish_all = false;  // for tiles that did not (the edge tiles)
+  Epilogue rest;
+};
+
+inline EpilogueSplit split_epilogue(const Epilogue& e) {
+  EpilogueSplit split;
+  split.finish_all = e.row_bias != nullptr || e.num_ops > 0;
+  split.residual_first = e.row_bias == nullptr && e.num_ops > 0 &&
+                         e.ops[0].kind == PostOpKind::AddResidual && e.residual != nullptr;
+  split.rest = e;
+  if (split.residual_first) ++split.rest.ops, --split.rest.num_ops;
+  split.finish = split.residual_first ? split.rest.num_ops > 0 : split.finish_all;
+  return split;
+}
+
+// Post-ops and the row bias on the sums `t` (row stride ldt) of rows [m0, m0 + rows) and
+// columns [n0, n0 + width) of C, 16 at a time; `ldc` is the residual's row stride. (The column
+// bias is where the sums started.) A last part of fewer than 16 columns is read and written
+// as a whole vector: `t` must have room for it (a tile's edge buffer). Built for each CPU
+// (KILN_VECTOR_CLONES, loop_epilogue.cpp): the GEMMs call it once per tile after the last step
+// over K.
+void finish_sums(float* t, int64_t ldt, int rows, int64_t width, int64_t m0, int64_t n0,
+                 int64_t ldc, const Epilogue& e);
+
 // Whether the loops apply every post-op of `desc`: Relu, Clip, Sigmoid, Tanh, Linear, Swish, and
 // with `streaming` (a matrix-vector product) Gelu and one residual too.
 inline bool supported_post_ops(const OpDesc& desc, bool streaming = false) {
