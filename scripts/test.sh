@@ -11,7 +11,8 @@
 # Every phase runs even when an earlier independent one failed; the summary at the end lists
 # each phase with its result and time, and the exit status is non-zero on any failure.
 # Logs: build/logs/<phase>.log. Environment: KILN_FUZZ_SECONDS (default 60, the program fuzzer),
-# KILN_IMPORT_FUZZ_RUNS (default 8000, the importer fuzzer), KILN_SKIP_ASAN=1,
+# KILN_IMPORT_FUZZ_RUNS (default 8000, the importer fuzzer), KILN_ENGINE_FUZZ_RUNS (default 500000,
+# the engine formats fuzzer), KILN_SKIP_ASAN=1,
 # KILN_SKIP_FUZZ=1 (local shortcuts; CI runs everything).
 set -euo pipefail
 
@@ -167,7 +168,14 @@ fuzz_run() {
   fi
   "$dir/fuzz/onnx_import_fuzzer" -seed=1 -runs="${KILN_IMPORT_FUZZ_RUNS:-8000}" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
-    "$dir/onnx-corpus"
+    "$dir/onnx-corpus" || return
+  # The engine's stored formats (model packages, compiled artifacts, cache entries): a fixed
+  # number of inputs from a fixed seed, like the importer's, so CI sees the same inputs.
+  rm -rf "$dir/engine-corpus"
+  "$dir/fuzz/make_engine_seeds" "$dir/engine-corpus" || return
+  "$dir/fuzz/engine_formats_fuzzer" -seed=1 -runs="${KILN_ENGINE_FUZZ_RUNS:-500000}" \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
+    "$dir/engine-corpus"
 }
 
 if ! run_phase deps bash scripts/install-deps.sh; then
@@ -186,7 +194,7 @@ fi
 if [[ "${KILN_SKIP_FUZZ:-0}" == 1 && "${CI:-}" != true ]]; then
   skip_phase fuzz-build "KILN_SKIP_FUZZ=1"
 elif run_phase fuzz-build bash -c \
-    "cmake --preset fuzz && cmake --build --preset fuzz --target make_program_seeds program_load_fuzzer onnx_import_fuzzer"; then
+    "cmake --preset fuzz && cmake --build --preset fuzz --target make_program_seeds program_load_fuzzer onnx_import_fuzzer make_engine_seeds engine_formats_fuzzer"; then
   run_phase fuzz-run fuzz_run || true
 else
   skip_phase fuzz-run "build failed"

@@ -1,0 +1,138 @@
+// libFuzzer target for the engine's stored formats (DESIGN.md §4): a model package (a
+// KilnBackend delegate's payload), a compiled artifact, and a cache entry file holding one.
+// The first byte picks the format (engine_fuzz_inputs.h), the rest is the file. Nothing may
+// crash, hang, leak or read out of bounds; and the readers must agree with each other and with
+// the writers, which the target checks (a disagreement traps):
+// - package: as given, and again with its content hash made to match its bytes (`restamp`),
+//   `read_package` succeeds exactly when `PackageView::open` with weights checked on
+//   first use succeeds and every weight then verifies; a package read is written again and
+//   reads back;
+// - artifact: every packed constant lies inside the payload, and writing what was read gives
+//   an artifact that reads back the same;
+// - entry: validating with the payload's checksum now, or later with `check_payload`, agree;
+//   a valid entry's payload goes on to `read_artifact`.
+//
+// Run: engine_formats_fuzzer -max_total_time=60 CORPUS_DIR   (seeds: make_engine_seeds)
+
+#include <fuzz/engine_fuzz_inputs.h>
+
+#include <kiln/engine/artifact/compiled_artifact.h>
+#include <kiln/engine/cache/entry_format.h>
+#include <kiln/engine/package/package.h>
+#include <kiln/engine/package/package_format.h>
+#include <kiln/runtime/core/aligned_buffer.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+using kiln::runtime::Span;
+
+// A check of the target's own: a failure is a finding, like a crash.
+void expect(bool condition) {
+  if (!condition) __builtin_trap();
+}
+
+void fuzz_package(Span<const uint8_t> bytes) {
+  namespace package = kiln::engine::package;
+  auto view = package::PackageView::open(bytes, package::WeightCheck::OnFirstUse);
+  bool weights_ok = view.ok();
+  if (view.ok()) {
+    for (size_t i = 0; i < view->num_weights(); ++i) {
+      weights_ok = weights_ok && view->verify_weight(i).ok();
+    }
+    for (const auto& function : view->model().functions) {
+      for (const auto& value : function.values) (void)value.type.to_string();
+    }
+  }
+  auto model = package::read_package(bytes);
+  expect(model.ok() == weights_ok);
+  if (!model.ok()) return;
+  auto written = package::write_package(*model);
+  expect(written.ok());
+  expect(package::read_package({written->data(), written->size()}).ok());
+}
+
+// Makes a package whose flatbuffer verifies carry the content hash of its bytes (in the header
+// and in the flatbuffer), so that mutations past the hash check reach the rest of the reader
+// and the round trip. Returns whether it did.
+bool restamp(uint8_t* bytes, size_t size) {
+  namespace package = kiln::engine::package;
+  namespace format = kiln::engine::package::format;
+  if (size < package::kPackageHeaderSize) return false;
+  const auto offset = format::load<uint64_t>(bytes, format::kFlatbufferOffsetAt);
+  const auto length = format::load<uint64_t>(bytes, format::kFlatbufferSizeAt);
+  if (offset > size || length > size - offset || offset % 8 != 0) return false;
+  flatbuffers::Verifier verifier(bytes + offset, length);
+  if (!kiln::engine::package::schema::VerifyPackageBuffer(verifier)) return false;
+  const auto* root = kiln::engine::package::schema::GetPackage(bytes + offset);
+  const uint8_t* field = format::content_hash_field(root);
+  if (field == nullptr) return false;
+  const uint64_t hash = format::hash_package({bytes + offset, length}, field);
+  format::store<uint64_t>(bytes, format::kContentHashAt, hash);
+  std::memcpy(bytes + (field - bytes), &hash, sizeof hash);
+  return true;
+}
+
+void fuzz_artifact(Span<const uint8_t> payload) {
+  namespace artifact = kiln::engine::artifact;
+  auto view = artifact::read_artifact(payload);
+  if (!view.ok()) return;
+  for (const auto& packed : view->packed) {
+    expect(packed.bytes.data() >= payload.data() &&
+           packed.bytes.data() + packed.bytes.size() <= payload.data() + payload.size());
+  }
+  std::vector<uint8_t> written = artifact::write_artifact(view->functions, view->packed);
+  auto copy = kiln::runtime::allocate_aligned(written.size(), 64);
+  expect(copy.ok());
+  std::memcpy(copy->get(), written.data(), written.size());
+  auto again = artifact::read_artifact({copy->get(), written.size()});
+  expect(again.ok() && again->functions == view->functions &&
+         again->packed.size() == view->packed.size());
+  for (size_t i = 0; i < view->packed.size(); ++i) {
+    const auto& a = view->packed[i];
+    const auto& b = again->packed[i];
+    expect(a.key == b.key && a.bytes.size() == b.bytes.size() &&
+           std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) == 0);
+  }
+}
+
+void fuzz_entry(Span<const uint8_t> file) {
+  namespace cache = kiln::engine::cache;
+  const cache::CacheKey key = kiln::fuzz::fuzz_cache_key();
+  const std::string encoded = key.encoded();
+  auto now = cache::validate_entry(file, encoded, key.hash(), cache::PayloadCheck::Now);
+  auto later = cache::validate_entry(file, encoded, key.hash(), cache::PayloadCheck::Later);
+  expect(!now.ok() || later.ok());
+  if (later.ok()) expect(now.ok() == cache::check_payload(*later).ok());
+  if (!now.ok()) return;
+  // The payload starts 64-byte aligned in the file, and the file here does.
+  fuzz_artifact(now->payload);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  // The readers take bytes as a mapped file gives them: 64-byte aligned.
+  const size_t length = size - 1;
+  auto copy = kiln::runtime::allocate_aligned(length + 1, 64);
+  if (!copy.ok()) return 0;
+  if (length > 0) std::memcpy(copy->get(), data + 1, length);
+  const Span<const uint8_t> bytes(copy->get(), length);
+  switch (static_cast<kiln::fuzz::EngineFormat>(data[0] % kiln::fuzz::kNumFormats)) {
+    case kiln::fuzz::EngineFormat::Package:
+      fuzz_package(bytes);
+      if (restamp(copy->get(), length)) fuzz_package(bytes);
+      break;
+    case kiln::fuzz::EngineFormat::Artifact:
+      fuzz_artifact(bytes);
+      break;
+    case kiln::fuzz::EngineFormat::Entry:
+      fuzz_entry(bytes);
+      break;
+  }
+  return 0;
+}
