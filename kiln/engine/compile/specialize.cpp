@@ -5,6 +5,8 @@
 #include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/plan/memory_planner.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -20,6 +22,14 @@ using specialization::ComputeKind;
 namespace {
 
 constexpr uint64_t kArenaAlignment = 64;
+
+/// The machine's physical memory in bytes, or 0 where the system does not say.
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
 
 /// Times a build's phases for `profiling::builds` when profiling is on (else does nothing).
 class BuildClock {
@@ -355,6 +365,16 @@ Status PlanBuilder::plan_memory() {
     impl_->scratchpad_bytes = std::max(impl_->scratchpad_bytes, op->scratchpad_bytes());
   }
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
+  // Untouched pages can be allocated beyond the machine's memory; a run would then fail only
+  // when it first writes them (or the system ends the process): refuse such a plan here.
+  const uint64_t physical = physical_memory_bytes();
+  if (physical > 0 && memory.arena_size > physical) {
+    return Status(Error::MemoryAllocationFailed,
+                  "plan memory for inputs " + profiling::shapes_text(impl_->input_sizes) +
+                      ": the values alive at once need " + std::to_string(memory.arena_size) +
+                      " bytes, more than this machine's memory (" + std::to_string(physical) +
+                      " bytes; expected input shapes whose values fit in memory)");
+  }
   impl_->arena_bytes = memory.arena_size;
   // Not zero-filled: every step writes its outputs before anything reads them, and touching
   // megabytes of fresh pages here would only move that cost from the first run into the load.

@@ -1,0 +1,42 @@
+// The memory plan of a function: a plan whose values need more memory than the machine has is
+// refused when it is built (naming the input shapes and the bytes), instead of allocating
+// pages a first run could not write.
+#include <kiln/engine/compile/test/test_models.h>
+
+#include <unistd.h>
+
+namespace kiln::engine {
+namespace {
+
+using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
+
+// x [1, n] → Relu → Relu → y (n symbolic): the first Relu's result is planned in the arena.
+ir::Model relu_chain_model() {
+  ModelBuilder b(71);
+  int x = b.input("x", {1, ir::Dim::symbol("n")});
+  int r = b.value("r", {1, ir::Dim::symbol("n")}), y = b.value("y", {1, ir::Dim::symbol("n")});
+  b.node("Relu", {x}, {r});
+  b.node("Relu", {r}, {y});
+  b.output(y);
+  return b.build();
+}
+
+TEST(PlanMemory, AnArenaLargerThanTheMachinesMemoryIsRefusedNamingShapesAndBytes) {
+  const auto physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  ASSERT_GT(physical, 0);
+  const ir::Model model = relu_chain_model();
+  // Twice the machine's memory in floats for r alone.
+  const int64_t n = physical / 2;
+  auto f = compile::specialize(model, "main", {{1, n}}, cpu_only());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Error::MemoryAllocationFailed);
+  EXPECT_THAT(f.status().message(), HasSubstr("specialize function 'main'"));
+  EXPECT_THAT(f.status().message(), HasSubstr("[1, " + std::to_string(n) + "]"));
+  EXPECT_THAT(f.status().message(), HasSubstr("more than this machine's memory"));
+  // The same function at a size that fits plans and runs.
+  auto small = check_against_reference(model, {{1, 1000}}, CompileOptions{});
+  EXPECT_NE(small, nullptr);
+}
+
+}  // namespace
+}  // namespace kiln::engine
