@@ -1,6 +1,8 @@
 #include <kiln/engine/package/model_check.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
 namespace kiln::engine::package {
 
@@ -121,6 +123,46 @@ class ModelChecker {
     return Status();
   }
 
+  // Dataflow, after the indices are known good: `node` reads only values `defined` (function
+  // inputs, weights, outputs of earlier nodes; in a region, also of the region's earlier
+  // nodes) and writes values nothing else writes, which it then defines.
+  Status check_flow(const std::string& where, const ir::Graph& f, const ir::Node& node,
+                    std::vector<char>& defined) const {
+    auto here = [&] { return where + " node '" + node.name + "' (" + node.op + ")"; };
+    auto name = [&](int v) { return "value " + std::to_string(v) + " '" + f.values[v].name + "'"; };
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      if (v >= 0 && !defined[static_cast<size_t>(v)]) {
+        return fail(here(), "input " + std::to_string(i) + " reads " + name(v) +
+                                " before anything writes it (expected a function input, a weight "
+                                "or an output of an earlier node)");
+      }
+    }
+    for (size_t r = 0; r < node.regions.size(); ++r) {
+      const ir::Region& region = node.regions[r];
+      const std::string inner = here() + " region " + std::to_string(r);
+      std::vector<char> scope = defined;
+      for (const ir::Node& n : region.nodes) KILN_RETURN_IF_ERROR(check_flow(inner, f, n, scope));
+      for (size_t i = 0; i < region.outputs.size(); ++i) {
+        if (!scope[static_cast<size_t>(region.outputs[i])]) {
+          return fail(inner, "output " + std::to_string(i) + " is " + name(region.outputs[i]) +
+                                 ", which nothing writes (expected a value defined before the "
+                                 "node or in the region)");
+        }
+      }
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const auto v = static_cast<size_t>(node.outputs[i]);
+      if (defined[v]) {
+        return fail(here(), "output " + std::to_string(i) + " writes " + name(node.outputs[i]) +
+                                ", which is already written (expected each value written once, "
+                                "never a function input or a weight)");
+      }
+      defined[v] = 1;
+    }
+    return Status();
+  }
+
   Status check_function(const ir::Graph& f) const {
     const std::string function = "function '" + f.name + "'";
     auto where = [&] { return function; };
@@ -140,6 +182,21 @@ class ModelChecker {
     for (size_t i = 0; i < f.outputs.size(); ++i) {
       auto what = [i] { return "output " + std::to_string(i); };
       KILN_RETURN_IF_ERROR(check_index(where, what, f.outputs[i], f.values.size(), false));
+    }
+    std::vector<char> defined(f.values.size(), 0);
+    for (int v : f.inputs) defined[static_cast<size_t>(v)] = 1;
+    for (size_t i = 0; i < f.values.size(); ++i) defined[i] |= f.values[i].weight >= 0 ? 1 : 0;
+    for (const ir::Node& node : f.nodes) {
+      KILN_RETURN_IF_ERROR(check_flow(function, f, node, defined));
+    }
+    for (size_t i = 0; i < f.outputs.size(); ++i) {
+      if (!defined[static_cast<size_t>(f.outputs[i])]) {
+        const int v = f.outputs[i];
+        return fail(where(), "output " + std::to_string(i) + " is value " + std::to_string(v) +
+                                 " '" + f.values[static_cast<size_t>(v)].name +
+                                 "', which nothing writes (expected a function input, a weight "
+                                 "or a node's output)");
+      }
     }
     return Status();
   }

@@ -3,6 +3,7 @@
 #include <kiln/engine/package/package_format.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@ namespace {
 using ir::Dim;
 using runtime::Error;
 using runtime::ScalarType;
+using ::testing::HasSubstr;
 namespace s = schema;
 
 ir::Weight make_weight(const std::string& name, ScalarType dtype, std::vector<int64_t> sizes,
@@ -259,6 +261,44 @@ TEST(ModelPackage, WriteRejectsInconsistentModels) {
   m.weights[0].data.pop_back();
   EXPECT_NE(write_package(m).status().message().find("has 127 bytes (expected 128"),
             std::string::npos);
+}
+
+// Values flow forward: a node reads function inputs, weights and earlier nodes' outputs (in a
+// region, also its earlier nodes'), each value is written once, and every output is written.
+// The writer and the reader both check it (a package is rewritten in place for the reader).
+TEST(ModelPackage, RejectsValuesReadBeforeWrittenOrWrittenTwice) {
+  auto write_error = [](const ir::Model& m) { return write_package(m).status().message(); };
+  ir::Model m = make_model();
+  std::swap(m.functions[0].nodes[0], m.functions[0].nodes[1]);  // Gelu reads y before MatMul
+  EXPECT_THAT(write_error(m), HasSubstr("node 'custom' (Gelu): input 0 reads value 2 'y' before "
+                                        "anything writes it"));
+  m = make_model();
+  m.functions[0].nodes[1].outputs[0] = 0;  // the Gelu writes the input x
+  EXPECT_THAT(write_error(m), HasSubstr("output 0 writes value 0 'x', which is already written"));
+  m = make_model();
+  m.functions[0].nodes[1].outputs[0] = 1;  // ... or the weight
+  EXPECT_THAT(write_error(m), HasSubstr("output 0 writes value 1 'proj', which is already"));
+  m = make_model();
+  m.functions[0].nodes.pop_back();  // z and opaque: written by nothing
+  EXPECT_THAT(write_error(m), HasSubstr("function 'prefill': output 0 is value 3 'z', which "
+                                        "nothing writes"));
+  m = make_model();
+  m.functions[1].nodes[0].regions[0].nodes.clear();  // then_out: written by nothing
+  EXPECT_THAT(write_error(m), HasSubstr("region 0: output 0 is value 3 'then_out', which nothing "
+                                        "writes"));
+  m = make_model();
+  m.functions[1].nodes[0].regions[1].nodes[0].inputs[0] = 3;  // else reads then's value
+  EXPECT_THAT(write_error(m), HasSubstr("region 1 node 'neg' (Neg): input 0 reads value 3 "
+                                        "'then_out' before anything writes it"));
+  // The reader: the MatMul made to read its own output.
+  expect_mutation_rejected(
+      [](s::Package* p) {
+        auto* mm =
+            p->mutable_functions()->GetMutableObject(0)->mutable_nodes()->GetMutableObject(0);
+        mm->mutable_inputs()->Mutate(0, 2);
+        return true;
+      },
+      "input 0 reads value 2 'y' before anything writes it");
 }
 
 TEST(ModelPackage, RejectsTruncationAtEveryLength) {
