@@ -6,7 +6,9 @@
 // - package: as given, and again with its content hash made to match its bytes (`restamp`),
 //   `read_package` succeeds exactly when `PackageView::open` with weights checked on
 //   first use succeeds and every weight then verifies; a package read is written again and
-//   reads back;
+//   reads back; a restamped package that opens is loaded by the engine (`ModelLoader::load`,
+//   one thread, no cache, arenas up to 256 MB: a model may ask for any memory, which is no
+//   finding), which specializes its functions of static inputs;
 // - artifact: every packed constant lies inside the payload, and writing what was read gives
 //   an artifact that reads back the same;
 // - entry: validating with the payload's checksum now, or later with `check_payload`, agree;
@@ -18,6 +20,7 @@
 
 #include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/entry_format.h>
+#include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/package/package_format.h>
 #include <kiln/runtime/core/aligned_buffer.h>
@@ -35,7 +38,7 @@ void expect(bool condition) {
   if (!condition) __builtin_trap();
 }
 
-void fuzz_package(Span<const uint8_t> bytes) {
+void fuzz_package(Span<const uint8_t> bytes, bool load = false) {
   namespace package = kiln::engine::package;
   auto view = package::PackageView::open(bytes, package::WeightCheck::OnFirstUse);
   bool weights_ok = view.ok();
@@ -46,6 +49,13 @@ void fuzz_package(Span<const uint8_t> bytes) {
     for (const auto& function : view->model().functions) {
       for (const auto& value : function.values) (void)value.type.to_string();
     }
+  }
+  if (view.ok() && weights_ok && load) {
+    kiln::engine::compile::CompileOptions compile;
+    compile.num_threads = 1;
+    compile.max_arena_bytes = uint64_t{256} << 20;
+    auto loaded = kiln::engine::ModelLoader::load(*view, {}, nullptr, compile);
+    (void)loaded;
   }
   auto model = package::read_package(bytes);
   expect(model.ok() == weights_ok);
@@ -125,7 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (static_cast<kiln::fuzz::EngineFormat>(data[0] % kiln::fuzz::kNumFormats)) {
     case kiln::fuzz::EngineFormat::Package:
       fuzz_package(bytes);
-      if (restamp(copy->get(), length)) fuzz_package(bytes);
+      if (restamp(copy->get(), length)) fuzz_package(bytes, true);
       break;
     case kiln::fuzz::EngineFormat::Artifact:
       fuzz_artifact(bytes);

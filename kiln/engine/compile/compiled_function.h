@@ -62,6 +62,11 @@ struct CompileOptions {
   /// loaded model, so each weight is packed once (and can come from a compiled artifact). Kept
   /// alive by the compiled function. Null: each op packs its own copy.
   std::shared_ptr<cpu::PackedConstants> packed;
+  /// The most bytes a plan's activation arena may take (not part of the compiled result): a
+  /// plan needing more is refused with MemoryAllocationFailed naming its input shapes and the
+  /// bytes, instead of allocating pages a run could not write. 0: the machine's physical
+  /// memory. Default: 0.
+  uint64_t max_arena_bytes = 0;
   /// For `ModelLoader::load` after a cache miss (not part of the compiled result): write the
   /// compiled artifact on a background thread (`run_in_background`) instead of before the
   /// load returns. Trade-off: a cold load returns once the model is specialized, and the write

@@ -367,13 +367,16 @@ Status PlanBuilder::plan_memory() {
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
   // Untouched pages can be allocated beyond the machine's memory; a run would then fail only
   // when it first writes them (or the system ends the process): refuse such a plan here.
-  const uint64_t physical = physical_memory_bytes();
-  if (physical > 0 && memory.arena_size > physical) {
-    return Status(Error::MemoryAllocationFailed,
-                  "plan memory for inputs " + profiling::shapes_text(impl_->input_sizes) +
-                      ": the values alive at once need " + std::to_string(memory.arena_size) +
-                      " bytes, more than this machine's memory (" + std::to_string(physical) +
-                      " bytes; expected input shapes whose values fit in memory)");
+  const uint64_t limit =
+      options_.max_arena_bytes > 0 ? options_.max_arena_bytes : physical_memory_bytes();
+  if (limit > 0 && memory.arena_size > limit) {
+    return Status(
+        Error::MemoryAllocationFailed,
+        "plan memory for inputs " + profiling::shapes_text(impl_->input_sizes) +
+            ": the values alive at once need " + std::to_string(memory.arena_size) +
+            " bytes, more than " +
+            (options_.max_arena_bytes > 0 ? "max_arena_bytes (" : "this machine's memory (") +
+            std::to_string(limit) + " bytes; expected input shapes whose values fit in memory)");
   }
   impl_->arena_bytes = memory.arena_size;
   // Not zero-filled: every step writes its outputs before anything reads them, and touching

@@ -38,5 +38,23 @@ TEST(PlanMemory, AnArenaLargerThanTheMachinesMemoryIsRefusedNamingShapesAndBytes
   EXPECT_NE(small, nullptr);
 }
 
+TEST(PlanMemory, ACallersLimitOnTheArenaIsKept) {
+  const ir::Model model = relu_chain_model();
+  auto unlimited = compile::specialize(model, "main", {{1, 1000}}, cpu_only());
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status().message();
+  const uint64_t needed = (*unlimited)->arena_bytes();
+  ASSERT_GT(needed, 4000u);
+  CompileOptions compile;
+  compile.max_arena_bytes = needed;  // exactly enough
+  EXPECT_TRUE(compile::specialize(model, "main", {{1, 1000}}, cpu_only(), compile).ok());
+  compile.max_arena_bytes = needed - 1;
+  auto f = compile::specialize(model, "main", {{1, 1000}}, cpu_only(), compile);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Error::MemoryAllocationFailed);
+  EXPECT_THAT(f.status().message(), HasSubstr("[1, 1000]"));
+  EXPECT_THAT(f.status().message(),
+              HasSubstr("more than max_arena_bytes (" + std::to_string(needed - 1) + " bytes"));
+}
+
 }  // namespace
 }  // namespace kiln::engine
