@@ -3,6 +3,7 @@
 #include <kiln/engine/compile/shape_resolution.h>
 #include <kiln/engine/compile/step_profile.h>
 #include <kiln/engine/cpu/thread_team.h>
+#include <kiln/engine/package/model_check.h>
 #include <kiln/engine/plan/memory_planner.h>
 
 #include <unistd.h>
@@ -457,6 +458,9 @@ Result<std::unique_ptr<CompiledFunctionImpl>> build_function(
                       "' do not allow the CPU (expected units to include cpu, the only kind "
                       "this engine places work on)");
   }
+  // The model's indices and dataflow (a package was checked when it was opened; a model made
+  // in memory was not): a node reading a value nothing writes would leave its slot empty.
+  KILN_RETURN_IF_ERROR(package::check_model(model, Error::InvalidArgument, action));
   const ir::Graph* graph = model.find_function(function);
   if (graph == nullptr) return Status(Error::NotFound, action + ": no such function");
   for (const ir::Node& node : graph->nodes) {

@@ -11,6 +11,7 @@
 #include <kiln/engine/loader/background_stores.h>
 #include <kiln/engine/loader/bound_function.h>
 #include <kiln/engine/loader/cache_entries.h>
+#include <kiln/engine/package/model_check.h>
 #include <kiln/engine/package/package.h>
 #include <kiln/engine/specialization/devices.h>
 
@@ -286,6 +287,8 @@ Result<std::shared_ptr<LoadedModel>> ModelLoader::load(
                       "' do not allow the CPU (expected units to include cpu, the only kind "
                       "this engine places work on)");
   }
+  // As a package's reader would: indices in range, values flowing forward.
+  KILN_RETURN_IF_ERROR(package::check_model(model, Error::InvalidArgument, "load model"));
   std::optional<uint64_t> model_hash;
   if (cache != nullptr && !cache->dir().empty()) {
     auto hash = package::package_hash(model);

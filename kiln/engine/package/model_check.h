@@ -13,7 +13,9 @@ namespace kiln::engine::package {
 /// Checks what both the package writer and reader require of a model: every dtype valid,
 /// every value, weight and region index in range, weight sizes non-negative with an element
 /// count that fits in 64 bits, a weight-backed value agreeing with its weight's dtype and sizes,
-/// an unknown rank without dims, and unique function names. Weight bytes are not checked here.
+/// an unknown rank without dims, unique function names, and values that flow forward (a node
+/// reads function inputs, weights and earlier nodes' outputs, each value is written once, and
+/// every function and region output is written). Weight bytes are not checked here.
 /// Errors: `code` with a message that starts with `action` and names the culprit.
 runtime::Status check_model(const ir::Model& model, runtime::Error code, const std::string& action);
 

@@ -1,6 +1,7 @@
 // The memory plan of a function: a plan whose values need more memory than the machine has is
 // refused when it is built (naming the input shapes and the bytes), instead of allocating
-// pages a first run could not write.
+// pages a first run could not write; nor is a plan made for a model whose values do not flow
+// forward.
 #include <kiln/engine/compile/test/test_models.h>
 
 #include <unistd.h>
@@ -54,6 +55,21 @@ TEST(PlanMemory, ACallersLimitOnTheArenaIsKept) {
   EXPECT_THAT(f.status().message(), HasSubstr("[1, 1000]"));
   EXPECT_THAT(f.status().message(),
               HasSubstr("more than max_arena_bytes (" + std::to_string(needed - 1) + " bytes"));
+}
+
+// A model made in memory is checked as a package is: a node reading a value nothing has
+// written is refused, naming it, instead of leaving the plan a slot with no tensor.
+TEST(PlanMemory, AModelWhoseNodeReadsAnUnwrittenValueIsRefused) {
+  ir::Model model = relu_chain_model();
+  std::swap(model.functions[0].nodes[0], model.functions[0].nodes[1]);
+  auto f = compile::specialize(model, "main", {{1, 8}}, cpu_only());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Error::InvalidArgument);
+  EXPECT_THAT(f.status().message(), HasSubstr("specialize function 'main'"));
+  EXPECT_THAT(f.status().message(),
+              HasSubstr("input 0 reads value 1 'r' before anything writes it"));
+  EXPECT_FALSE(compile::specialize_generic(model, "main", cpu_only()).ok());
+  EXPECT_FALSE(ModelLoader::load(model, cpu_only()).ok());
 }
 
 }  // namespace
