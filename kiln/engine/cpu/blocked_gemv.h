@@ -22,6 +22,15 @@ dnnl::memory::desc blocked_b_md(int64_t k, int64_t n);
 bool pack_blocked_b(const dnnl::memory::desc& source, const void* data,
                     const dnnl::memory::desc& target, void* to);
 
+/// The floats of B [K, N] in `blocked_b_md(K, N)`'s layout (K padded to 16, N to 64).
+size_t blocked_floats(int64_t k, int64_t n);
+/// Writes B [K, N], its element (r, j) at b[r * row_stride + j * col_stride], times `scale`,
+/// into `to` (`blocked_floats(k, n)`) in `blocked_b_md(K, N)`'s layout, for the loops here
+/// (pack_panels.cpp): the rows of K's padding are left as they were (never read), the columns
+/// of N's padding are zero. B given transposed (row_stride 1) is transposed in 16 x 16 blocks.
+void pack_blocked(const float* b, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
+                  float scale, float* to);
+
 /// C [M, N] (row stride ldc) = post-ops(A [M, K] (row stride lda) x B + biases) for M <= 4,
 /// with B in `blocked_b_md(k, n)`'s layout; the blocks of 64 columns split over `threads`
 /// threads. Each block's rows are read once, in order, for all M rows of A. K must be >= 1.

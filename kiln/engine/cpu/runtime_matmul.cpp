@@ -5,7 +5,8 @@
 // any number of rows as they come: oneDNN's run-time-dimension matmul is its gemm:jit, which
 // repacks B at every call and generates its kernel set at a process's first call (30-50 ms).
 // A B computed at run time (attention's products) takes the same loops, each batch's B packed
-// into panels at the call, so that a shape-generic plan calls no gemm:jit at all.
+// at the call (on AVX-512 from 64 columns into the blocked layout, else into panels), so that a
+// shape-generic plan calls no gemm:jit at all.
 
 #include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/blocked_gemv.h>
@@ -220,7 +221,7 @@ Status create_runtime_b(const OpDesc& desc, RuntimeMatMulImpl& impl) {
   if (impl.wide || avx2_own_gemm()) {
     impl.own_batched = true;
     impl.describe = std::string("kiln ") + (impl.wide ? "AVX-512" : "AVX2") +
-                    " MatMul (run-time shapes; each batch's B packed into panels" +
+                    " MatMul (run-time shapes; each batch's B packed at the call" +
                     (impl.b_transposed ? ", read transposed)" : ")");
     return Status();
   }
@@ -287,9 +288,9 @@ void scale_values(float* values, int64_t count, float s) {
 }
 
 // C = A x B for each of `batch` matrices A [m, k], B [k, n], C [m, n] stored one after another,
-// on kiln's loops: each B packed into panels, then `avx512_gemm` or `avx2_gemm` (with AVX-512 and
-// at most kSmallRows rows, B read in place by `avx512_small_rows` instead). With at least
-// as many batches as threads, each thread takes whole batches; else the batches go one at a
+// on kiln's loops: each B packed, then `avx512_gemm_blocked`, `avx512_gemm` or `avx2_gemm` (with
+// AVX-512 and at most kSmallRows rows, B read in place by `avx512_small_rows` instead). With at
+// least as many batches as threads, each thread takes whole batches; else the batches go one at a
 // time over all threads.
 void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float* c, int64_t batch,
                  int64_t m, int64_t k, int64_t n, int threads) {
@@ -308,16 +309,21 @@ void own_batched(RuntimeMatMulImpl& impl, const float* a, const float* b, float*
     }
     return;
   }
-  const size_t floats = panel_floats(k, n);
+  // From 64 columns on AVX-512, B in oneDNN's blocked layout for `avx512_gemm_blocked`'s
+  // tiles of 6 rows by 64 columns, which keep their pointers to A in registers (the 12-row
+  // tiles over panels ran attention's scores, K of 32, at 0.8 x oneDNN's batched matmul).
+  const bool blocked = impl.wide && n >= 64;
+  const size_t floats = blocked ? blocked_floats(k, n) : panel_floats(k, n);
   if (impl.b_panels.size() < static_cast<size_t>(teams)) impl.b_panels.resize(teams);
   for (int t = 0; t < teams; ++t) {
     if (impl.b_panels[t].size() < floats) impl.b_panels[t].resize(floats);
   }
   const Epilogue none;
-  auto gemm = impl.wide ? avx512_gemm : avx2_gemm;
+  auto gemm = blocked ? avx512_gemm_blocked : impl.wide ? avx512_gemm : avx2_gemm;
+  auto pack = blocked ? pack_blocked : pack_panels;
   auto one = [&](int64_t i, float* panels, int gemm_threads) {
     // B [k, n], or B^T [n, k]: B's element (p, j) at p * n + j, or at j * k + p.
-    pack_panels(b + i * k * n, bt ? 1 : n, bt ? k : 1, k, n, impl.scale, panels);
+    pack(b + i * k * n, bt ? 1 : n, bt ? k : 1, k, n, impl.scale, panels);
     gemm(a + i * m * k, k, m, k, panels, n, c + i * m * n, n, none, gemm_threads);
   };
   if (teams == 1) {

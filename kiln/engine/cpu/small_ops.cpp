@@ -587,19 +587,6 @@ Result<const float*> pack_matmul_panels(const OpDesc& desc, size_t input, int64_
       own);
 }
 
-size_t panel_floats(int64_t k, int64_t n) {
-  return static_cast<size_t>((n + kLanes - 1) / kLanes * k * kLanes);
-}
-
-void pack_panels(const float* b, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
-                 float scale, float* to) {
-  std::fill(to, to + panel_floats(k, n), 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    float* column = to + (j / kLanes) * k * kLanes + j % kLanes;
-    for (int64_t r = 0; r < k; ++r) column[r * kLanes] = scale * b[r * row_stride + j * col_stride];
-  }
-}
-
 void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* panels, int64_t n,
                 float* c, int64_t ldc, const float* col_bias) {
   Epilogue e;

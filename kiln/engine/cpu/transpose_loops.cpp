@@ -2,6 +2,7 @@
 // strides it works out at each call (GPT decode's K^T, 129 x 32 floats a head: 7 us a block, a
 // tenth of a decode step); these plan the dimensions once and copy rows or 16 x 16 tiles.
 
+#include <kiln/engine/cpu/avx512_transpose.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/cpu/transpose_loops.h>
 
@@ -9,11 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define KILN_TRANSPOSE_AVX512 1
-#endif
 
 namespace kiln::engine::cpu::dnnl_impl {
 
@@ -25,42 +21,15 @@ namespace {
 constexpr int64_t kTile = 16;
 constexpr double kParallelBytes = 1 << 20;
 
-#ifdef KILN_TRANSPOSE_AVX512
-// dst[c * ldd + a] = src[a * lds + c] for a, c in [0, 16): a 16 x 16 block of floats, in
-// registers: pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice.
-// (GCC 12 takes the unpacks' unused pass-through operand for an uninitialized read.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#ifdef KILN_HAS_AVX512_TRANSPOSE
+// dst[c * ldd + a] = src[a * lds + c] for a, c in [0, 16): a 16 x 16 block of floats.
 __attribute__((target("avx512f"))) void tile16_avx512(const float* src, int64_t lds, float* dst,
                                                       int64_t ldd) {
-  __m512 r[16], t[16];
+  __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 2]);
-    const __m512d c = _mm512_castps_pd(t[i + 1]), d = _mm512_castps_pd(t[i + 3]);
-    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
+  transpose16_avx512(r);
   for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
-#pragma GCC diagnostic pop
 #endif
 
 // dst[c * ldd + a] = src[a * lds + c] for a < rows, c < cols (at most 16 each).
@@ -163,7 +132,7 @@ Status TransposeLoops::plan(runtime::Span<const int64_t> sizes, runtime::Span<co
                  ? (threads > 0 ? threads : omp_get_max_threads())
                  : 1;
   avx512_ = false;
-#ifdef KILN_TRANSPOSE_AVX512
+#ifdef KILN_HAS_AVX512_TRANSPOSE
   avx512_ = element == 4 && cpu_has_avx512();  // as ONEDNN_MAX_CPU_ISA allows
 #endif
   return Status();
@@ -226,7 +195,7 @@ void TransposeLoops::part(const T* from, T* to, int64_t begin, int64_t end) cons
         const int64_t na = std::min(kTile, rows - a);
         const T* s = from + at[0] + a * lds + c;
         T* d = to + at[1] + c * ldd + a;
-#ifdef KILN_TRANSPOSE_AVX512
+#ifdef KILN_HAS_AVX512_TRANSPOSE
         if constexpr (sizeof(T) == 4) {
           if (avx512_ && na == kTile && nc == kTile) {
             tile16_avx512(reinterpret_cast<const float*>(s), lds, reinterpret_cast<float*>(d),

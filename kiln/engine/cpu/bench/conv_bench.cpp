@@ -273,6 +273,71 @@ void BM_DnnlMatMul(benchmark::State& state) {
   matmul_counters(state, l, (as_avx2 ? " as AVX2 | " : " | ") + (*op)->describe());
 }
 
+// Attention's products inside the GPT benchmark models (prefill at 128 tokens): per head,
+// scores = Q [T, dh] x K^T (K stored [T, dh], read transposed) and context = P [T, T] x V
+// [T, dh], both operands computed at run time, at one thread. The second argument: 0, the op
+// of a per-shape plan (CpuOp: oneDNN's batched matmul); 1, of a shape-generic plan
+// (`RuntimeMatMul`: every dim at run time, each head's B packed at the call).
+struct AttentionLayer {
+  const char* name;
+  int64_t heads, m, k, n;
+  bool b_transposed;
+};
+const AttentionLayer kAttention[] = {
+    {"gpt scores 4x128x32x128", 4, 128, 32, 128, true},
+    {"gpt context 4x128x128x32", 4, 128, 128, 32, false},
+    {"gpt_large scores 8x128x64x128", 8, 128, 64, 128, true},
+    {"gpt_large context 8x128x128x64", 8, 128, 128, 64, false},
+};
+
+void BM_AttentionMatMul(benchmark::State& state) {
+  const AttentionLayer& l = kAttention[state.range(0)];
+  std::mt19937 generator(1);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(l.heads * l.m * l.k)),
+      b(static_cast<size_t>(l.heads * l.k * l.n)), c(static_cast<size_t>(l.heads * l.m * l.n));
+  for (float& v : a) v = d(generator);
+  for (float& v : b) v = d(generator);
+  const std::vector<int64_t> b_sizes{1, l.heads, l.k, l.n};
+  const std::vector<int64_t> b_stored =
+      l.b_transposed ? std::vector<int64_t>{1, l.heads, l.n, l.k} : b_sizes;
+  Tensor at(ScalarType::Float32, {1, l.heads, l.m, l.k}, a.data()),
+      bt(ScalarType::Float32, b_stored, b.data()),
+      ct(ScalarType::Float32, {1, l.heads, l.m, l.n}, c.data());
+  OpDesc desc;
+  desc.op = "MatMul";
+  desc.inputs = {TensorDesc{ScalarType::Float32, {1, l.heads, l.m, l.k}},
+                 TensorDesc{ScalarType::Float32, b_sizes}};
+  desc.b_transposed = l.b_transposed;
+  desc.num_threads = 1;
+  const double flops = 2.0 * static_cast<double>(l.heads * l.m * l.k * l.n);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  if (state.range(1) == 1) {
+    auto generic = kiln::engine::cpu::RuntimeMatMul::create(desc);
+    if (!generic.ok()) {
+      state.SkipWithError(generic.status().message().c_str());
+      return;
+    }
+    for (auto _ : state) {
+      if (!(*generic)->run(at, &bt, ct).ok()) state.SkipWithError("run failed");
+    }
+    state.SetLabel(std::string(l.name) + " shape-generic | " + (*generic)->describe());
+    return;
+  }
+  auto op = CpuOp::create(desc);
+  if (!op.ok()) {
+    state.SkipWithError(op.status().message().c_str());
+    return;
+  }
+  const Tensor* inputs[] = {&at, &bt};
+  Tensor* outputs[] = {&ct};
+  for (auto _ : state) {
+    if (!(*op)->run(inputs, outputs).ok()) state.SkipWithError("run failed");
+  }
+  state.SetLabel(std::string(l.name) + " | " + (*op)->describe());
+}
+
 void BM_ReferenceConv(benchmark::State& state) {
   const Layer& l = kLayers[state.range(0)];
   Data data(l);
@@ -307,6 +372,12 @@ BENCHMARK(BM_DnnlMatMul)
     ->ArgsProduct({benchmark::CreateDenseRange(0, static_cast<int64_t>(std::size(kMatMuls)) - 1, 1),
                    {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionMatMul)
+    ->ArgsProduct({benchmark::CreateDenseRange(0, static_cast<int64_t>(std::size(kAttention)) - 1,
+                                               1),
+                   {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 }  // namespace

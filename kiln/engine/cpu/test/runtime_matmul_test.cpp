@@ -146,7 +146,8 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
                                       // a decoder step's attention: few rows, B read in place
                                       {{1, 4, 1, 32}, {1, 4, 32, 129}},
                                       {{1, 4, 1, 129}, {1, 4, 129, 32}},
-                                      {{3, 4, 65}, {3, 65, 70}}};
+                                      {{3, 4, 65}, {3, 65, 70}},
+                                      {{2, 5, 19}, {2, 19, 64}}};
   uint32_t seed = 70;
   // With a scale (attention's 1 / sqrt(d), a fused Linear of beta 0) on every other case.
   const std::vector<PostOp> scale = {{PostOpKind::Linear, 0.125f, 0.0f}};
@@ -182,18 +183,21 @@ TEST(RuntimeMatMul, TwoComputedInputsOverBatchesAndThreads) {
 }
 
 // A Transpose folded into the MatMul (`OpDesc::b_transposed`): B given as B^T, as attention's
-// keys are stored. A decoder step's few rows (B^T read in place), more rows (B^T packed into
-// panels), K and N with tails, one batch and many, broadcast batches (the reference kernel), on
-// AVX-512 and AVX2 and 1 or 2 threads; a B^T of another rank than the Transpose's is refused.
+// keys are stored. A decoder step's few rows (B^T read in place), more rows (B^T packed: into
+// blocks of 64 columns or panels), K and N with tails, one batch and many, broadcast batches (the
+// reference kernel), on AVX-512 and AVX2 and 1 or 2 threads; a B^T of another rank than the
+// Transpose's is refused.
 TEST(RuntimeMatMul, ComputedBReadTransposed) {
   struct Shapes {
     std::vector<int64_t> a, bt;  // bt: B's sizes with the last two swapped
   };
   const std::vector<Shapes> shapes = {
-      {{1, 4, 1, 32}, {1, 4, 129, 32}}, {{1, 4, 3, 37}, {1, 4, 70, 37}},
-      {{1, 4, 4, 5}, {1, 4, 3, 5}},     {{1, 4, 128, 32}, {1, 4, 128, 32}},
-      {{1, 4, 17, 40}, {1, 4, 33, 40}}, {{1, 2, 7, 16}, {1, 1, 9, 16}},
-      {{1, 4, 20, 24}, {1, 4, 100, 24}}};  // N of 6 panels and a cut one
+      {{1, 4, 1, 32}, {1, 4, 129, 32}},  {{1, 4, 3, 37}, {1, 4, 70, 37}},
+      {{1, 4, 4, 5}, {1, 4, 3, 5}},      {{1, 4, 128, 32}, {1, 4, 128, 32}},
+      {{1, 4, 17, 40}, {1, 4, 33, 40}},  {{1, 2, 7, 16}, {1, 1, 9, 16}},
+      {{1, 4, 20, 24}, {1, 4, 100, 24}},  // N of 6 panels and a cut one (AVX-512: 2 blocks)
+      {{1, 2, 13, 45}, {1, 2, 64, 45}},   // one whole block of 64 columns, K not of 16
+      {{1, 3, 30, 17}, {1, 3, 130, 17}}};
   uint32_t seed = 300;
   for (bool avx512 : {true, false}) {
     set_avx512_for_testing(avx512);
