@@ -41,6 +41,15 @@ Result<DynamicPool::Piece> DynamicPool::take(size_t bytes) {
   }
   if (chunk_ == chunks_.size()) {
     size_t size = std::max(kChunk, bytes);
+    if (limit_ > 0) {
+      if (bytes > limit_ || total_ > limit_ - bytes) {
+        return Status(Error::MemoryAllocationFailed,
+                      std::to_string(bytes) + " bytes more would bring run-time storage to " +
+                          std::to_string(total_ + bytes) + " bytes, over the limit of " +
+                          std::to_string(limit_));
+      }
+      size = std::min<uint64_t>(size, limit_ - total_);  // at least `bytes`
+    }
     KILN_ASSIGN_OR_RETURN(runtime::AlignedBuffer data, runtime::allocate_bulk(size));
     chunks_.push_back(Chunk{std::move(data), size});
     total_ += size;
@@ -59,6 +68,17 @@ void DynamicPool::reset() {
   free_.clear();
   chunk_ = 0;
   used_ = 0;
+}
+
+Status CompiledFunctionImpl::over_limit(const EValue& value, Span<const int64_t> sizes,
+                                        const Status& why) const {
+  std::string name = "a value";
+  for (const auto& slot : slots) {
+    if (&slot->value == &value) name = "value '" + slot->name + "'";
+  }
+  return Status(why.code(), name + " of shape " + runtime::shape_to_string(sizes) + ": " +
+                                why.message() + " bytes (max_arena_bytes, else the machine's " +
+                                "memory; expected data-dependent sizes that fit in memory)");
 }
 
 Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
@@ -88,7 +108,9 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
     }
     pool.give_back({static_cast<uint8_t*>(tensor.mutable_data()), tensor.capacity_bytes()});
     size_t chunks = pool.num_chunks();
-    KILN_ASSIGN_OR_RETURN(DynamicPool::Piece piece, pool.take(bytes));
+    auto taken = pool.take(bytes);
+    if (!taken.ok()) return over_limit(value, sizes, taken.status());
+    DynamicPool::Piece piece = *taken;
     tensor.set_data(piece.data, piece.bytes);
     dynamic_allocations += pool.num_chunks() - chunks;
     return tensor.resize(sizes);
@@ -99,8 +121,21 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
       // Grow geometrically so a slowly growing shape does not allocate on every call. The old
       // bytes are not kept: the kernel writes the value after sizing it.
       size_t grown = std::max<size_t>({bytes, slot->storage.size() * 2, 64});
+      const uint64_t others = storage_bytes - slot->storage.size();
+      if (max_dynamic_bytes > 0) {
+        if (bytes > max_dynamic_bytes || others > max_dynamic_bytes - bytes) {
+          return over_limit(
+              value, sizes,
+              Status(Error::MemoryAllocationFailed,
+                     "run-time storage would reach " + std::to_string(others + bytes) +
+                         " bytes, over the limit of " + std::to_string(max_dynamic_bytes)));
+        }
+        grown = std::min<uint64_t>(grown, max_dynamic_bytes - others);  // at least `bytes`
+      }
       decltype(slot->storage)().swap(slot->storage);
+      storage_bytes = others;
       slot->storage.resize(grown);
+      storage_bytes += grown;
       tensor.set_data(slot->storage.data(), slot->storage.size());
       ++dynamic_allocations;
       break;

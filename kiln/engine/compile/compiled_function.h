@@ -64,8 +64,11 @@ struct CompileOptions {
   std::shared_ptr<cpu::PackedConstants> packed;
   /// The most bytes a plan's activation arena may take (not part of the compiled result): a
   /// plan needing more is refused with MemoryAllocationFailed naming its input shapes and the
-  /// bytes, instead of allocating pages a run could not write. 0: the machine's physical
-  /// memory. Default: 0.
+  /// bytes, instead of allocating pages a run could not write. The same limit holds at run
+  /// time for the storage of values whose sizes depend on data (a shape-generic plan's values,
+  /// a Range's or NonZero's result), together: a value that would pass it fails its step with
+  /// MemoryAllocationFailed naming the value, its shape and the bytes. 0: the machine's
+  /// physical memory. Default: 0.
   uint64_t max_arena_bytes = 0;
   /// For `ModelLoader::load` after a cache miss (not part of the compiled result): write the
   /// compiled artifact on a background thread (`run_in_background`) instead of before the

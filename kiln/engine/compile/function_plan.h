@@ -117,6 +117,9 @@ class DynamicPool {
   void give_back(Piece piece);
   /// Forgets every piece: the next `take` starts at the first chunk.
   void reset();
+  /// The most bytes the chunks may hold together (0: no limit): a `take` that needs a chunk
+  /// beyond it fails with MemoryAllocationFailed, allocating nothing.
+  void set_limit(uint64_t limit) { limit_ = limit; }
   /// Bytes of the chunks allocated so far.
   uint64_t bytes() const { return total_; }
   /// Chunks allocated so far (the times the pool asked the system for memory).
@@ -130,7 +133,7 @@ class DynamicPool {
   std::vector<Chunk> chunks_;
   std::vector<Piece> free_;
   size_t chunk_ = 0, used_ = 0;  ///< Where the next fresh piece starts.
-  uint64_t total_ = 0;
+  uint64_t total_ = 0, limit_ = 0;
 };
 
 class CompiledFunctionImpl {
@@ -166,6 +169,13 @@ class CompiledFunctionImpl {
   /// writes for the last time; function outputs are kept until the next run starts).
   bool pooled = false;
   DynamicPool pool;
+  /// The most bytes the storage of data-dependent values may take together, in `pool` or in
+  /// the slots' own storage (`CompileOptions::max_arena_bytes`, else the machine's physical
+  /// memory; 0: no limit): a value sized beyond it fails its step with MemoryAllocationFailed
+  /// naming the value, its shape and the bytes, instead of an allocation the system may grant
+  /// and the run could not write.
+  uint64_t max_dynamic_bytes = 0;
+  uint64_t storage_bytes = 0;  ///< Bytes of the slots' own storage (not the pool's).
   std::vector<std::vector<int>> release_after;
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;
@@ -182,6 +192,9 @@ class CompiledFunctionImpl {
   /// Resize callback of reference kernels: Planned (static) tensors keep their sizes, Dynamic
   /// ones grow their storage.
   runtime::Status resize(runtime::EValue& value, runtime::Span<const int64_t> sizes);
+  /// `why` (a limit of `max_dynamic_bytes` reached) with the value and its sizes named.
+  runtime::Status over_limit(const runtime::EValue& value, runtime::Span<const int64_t> sizes,
+                             const runtime::Status& why) const;
   /// Runs every step once (no locking, no validation).
   runtime::Status execute();
   /// Pooled plans: gives the storage of `release_after[step]` back to the pool.

@@ -78,6 +78,9 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
   impl_->name = graph_.name;
   impl_->packed = options_.packed;
   impl_->graph = &graph_;
+  impl_->max_dynamic_bytes =
+      options_.max_arena_bytes > 0 ? options_.max_arena_bytes : physical_memory_bytes();
+  impl_->pool.set_limit(impl_->max_dynamic_bytes);
   BuildClock clock(graph_.name, input_sizes);
   KILN_RETURN_IF_ERROR(verify_read_weights(model_, graph_, options_));
   clock.phase("weight checks");

@@ -57,6 +57,61 @@ TEST(PlanMemory, ACallersLimitOnTheArenaIsKept) {
               HasSubstr("more than max_arena_bytes (" + std::to_string(needed - 1) + " bytes"));
 }
 
+// A value whose size depends on data takes run-time storage up to the caller's limit (else the
+// machine's memory): a larger one fails its step, naming the value, its shape and the bytes,
+// and allocates nothing; the function then runs again at a size that fits. Both kinds of
+// storage: a per-shape plan's Dynamic value (a Range's length given at run time) and a
+// shape-generic plan's pool.
+TEST(PlanMemory, RunTimeStorageOfDataDependentValuesIsKeptUnderTheLimit) {
+  ModelBuilder b(9);
+  int limit = b.input("limit", {});
+  int start = b.weight_of("start", {}, {0.0f});
+  int delta = b.weight_of("delta", {}, {1.0f});
+  int r = b.unknown("r"), y = b.unknown("y");
+  b.node("Range", {start, limit, delta}, {r});
+  b.node("Relu", {r}, {y});
+  b.output(y);
+  const ir::Model range = b.build();
+  CompileOptions compile;
+  compile.max_arena_bytes = 64 << 10;
+  auto f = compile::specialize(range, "main", {{}}, cpu_only(), compile);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  for (float length : {1000.0f, 100000.0f, 2000.0f}) {
+    std::vector<Buffer> inputs(1);
+    inputs[0].tensor = Tensor(ScalarType::Float32, {}, &length);
+    auto outputs = output_buffers(**f);
+    Status st = run(**f, inputs, outputs);
+    if (length > 16000) {
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.code(), Error::MemoryAllocationFailed);
+      EXPECT_THAT(st.message(), HasSubstr("value 'r' of shape [100000]"));
+      EXPECT_THAT(st.message(), HasSubstr("over the limit of 65536 bytes"));
+    } else {
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(outputs[0].tensor.numel(), static_cast<int64_t>(length));
+    }
+  }
+  const ir::Model chain = relu_chain_model();
+  compile.max_arena_bytes = 1 << 20;
+  auto generic = compile::specialize_generic(chain, "main", cpu_only(), compile);
+  ASSERT_TRUE(generic.ok()) << generic.status().message();
+  for (int64_t n : {1000, 1 << 19, 3000}) {
+    std::vector<Buffer> inputs = {random_input(ScalarType::Float32, {1, n}, 5)};
+    std::vector<Buffer> outputs(1);
+    outputs[0].bytes.resize(static_cast<size_t>(n) * 4);
+    outputs[0].tensor = Tensor(ScalarType::Float32, {1, n}, outputs[0].bytes.data());
+    Status st = run(**generic, inputs, outputs);
+    if (n > 100000) {
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.code(), Error::MemoryAllocationFailed);
+      EXPECT_THAT(st.message(), HasSubstr("value 'r' of shape [1, 524288]"));
+      EXPECT_THAT(st.message(), HasSubstr("over the limit of 1048576 bytes"));
+    } else {
+      EXPECT_TRUE(st.ok()) << st.message();
+    }
+  }
+}
+
 // A model made in memory is checked as a package is: a node reading a value nothing has
 // written is refused, naming it, instead of leaving the plan a slot with no tensor.
 TEST(PlanMemory, AModelWhoseNodeReadsAnUnwrittenValueIsRefused) {
