@@ -92,6 +92,12 @@ class PlanBuilder {
 
   // --- memory (specialize.cpp) ---
   runtime::Status plan_memory();
+  /// Refuses a value whose resolved sizes need more bytes than `memory_limit` (or overflow),
+  /// before any op is made for it (oneDNN allocates an op's scratch memory, sized by its
+  /// shapes, when the op is made).
+  runtime::Status check_value_sizes() const;
+  /// `CompileOptions::max_arena_bytes`, else the machine's physical memory (0: unknown).
+  uint64_t memory_limit() const;
   /// Shape-generic plans: each Dynamic value goes back to the pool after the last step that
   /// reads or writes it (function outputs are read after the run: never).
   void plan_releases();

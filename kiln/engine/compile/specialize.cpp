@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace kiln::engine::compile {
 
@@ -78,8 +79,7 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
   impl_->name = graph_.name;
   impl_->packed = options_.packed;
   impl_->graph = &graph_;
-  impl_->max_dynamic_bytes =
-      options_.max_arena_bytes > 0 ? options_.max_arena_bytes : physical_memory_bytes();
+  impl_->max_dynamic_bytes = memory_limit();
   impl_->pool.set_limit(impl_->max_dynamic_bytes);
   BuildClock clock(graph_.name, input_sizes);
   KILN_RETURN_IF_ERROR(verify_read_weights(model_, graph_, options_));
@@ -105,6 +105,7 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
   blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
   absorbed_.assign(graph_.nodes.size(), false);
   b_transpose_.assign(graph_.nodes.size(), -1);
+  KILN_RETURN_IF_ERROR(check_value_sizes());
   clock.phase("shapes and folding");
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     if (folded_[n] || absorbed_[n]) continue;
@@ -308,6 +309,33 @@ Status PlanBuilder::place_node(size_t n) {
   return Status();
 }
 
+uint64_t PlanBuilder::memory_limit() const {
+  return options_.max_arena_bytes > 0 ? options_.max_arena_bytes : physical_memory_bytes();
+}
+
+Status PlanBuilder::check_value_sizes() const {
+  const uint64_t limit = memory_limit();
+  for (const auto& s : impl_->slots) {
+    if (s->kind == Slot::Kind::Constant || !s->sizes) continue;
+    auto numel = runtime::checked_numel(*s->sizes);
+    const uint64_t element = std::max<uint64_t>(runtime::element_size(s->dtype), 1);
+    const bool counted = numel.ok() && static_cast<uint64_t>(*numel) <=
+                                           std::numeric_limits<uint64_t>::max() / element;
+    const uint64_t bytes = counted ? static_cast<uint64_t>(*numel) * element : 0;
+    if (counted && (limit == 0 || bytes <= limit)) continue;
+    return Status(
+        Error::MemoryAllocationFailed,
+        "value '" + s->name + "' of shape " + runtime::shape_to_string(*s->sizes) + " for inputs " +
+            profiling::shapes_text(impl_->input_sizes) + " needs " +
+            (counted ? std::to_string(bytes) + " bytes"
+                     : std::string("more bytes than 64 bits count")) +
+            ", more than " +
+            (options_.max_arena_bytes > 0 ? "max_arena_bytes (" : "this machine's memory (") +
+            std::to_string(limit) + " bytes; expected input shapes whose values fit in memory)");
+  }
+  return Status();
+}
+
 Status PlanBuilder::plan_memory() {
   auto num_steps = static_cast<int>(impl_->steps.size());
   std::vector<int> first(impl_->slots.size(), -1), last(impl_->slots.size(), -1);
@@ -371,8 +399,7 @@ Status PlanBuilder::plan_memory() {
   plan::MemoryPlan memory = plan::plan_memory(lifetimes, kArenaAlignment);
   // Untouched pages can be allocated beyond the machine's memory; a run would then fail only
   // when it first writes them (or the system ends the process): refuse such a plan here.
-  const uint64_t limit =
-      options_.max_arena_bytes > 0 ? options_.max_arena_bytes : physical_memory_bytes();
+  const uint64_t limit = memory_limit();
   if (limit > 0 && memory.arena_size > limit) {
     return Status(
         Error::MemoryAllocationFailed,

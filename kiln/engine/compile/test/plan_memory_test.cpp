@@ -57,6 +57,29 @@ TEST(PlanMemory, ACallersLimitOnTheArenaIsKept) {
               HasSubstr("more than max_arena_bytes (" + std::to_string(needed - 1) + " bytes"));
 }
 
+// A value too large for the machine is refused before an op is made for it (oneDNN sizes an
+// op's scratch memory by its shapes and allocates it when the op is made), whatever the op:
+// here a LayerNormalization over rows no memory holds, and a shape whose bytes overflow.
+TEST(PlanMemory, AValueLargerThanMemoryIsRefusedBeforeItsOpIsMade) {
+  for (int64_t rows : {int64_t{1} << 40, int64_t{1} << 61}) {
+    ModelBuilder b(72);
+    int x = b.input("x", {ir::Dim::symbol("n"), 8});
+    int scale = b.weight("scale", {8});
+    int y = b.value("y", {ir::Dim::symbol("n"), 8});
+    b.node("LayerNormalization", {x, scale}, {y}, {{"axis", int64_t{-1}}});
+    b.output(y);
+    const ir::Model model = b.build();
+    auto f = compile::specialize(model, "main", {{rows, 8}}, cpu_only());
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.status().code(), Error::MemoryAllocationFailed);
+    EXPECT_THAT(f.status().message(),
+                HasSubstr("value 'x' of shape [" + std::to_string(rows) + ", 8] for inputs"));
+    EXPECT_THAT(f.status().message(),
+                HasSubstr(rows < (int64_t{1} << 60) ? "needs 35184372088832 bytes"
+                                                    : "needs more bytes than 64 bits count"));
+  }
+}
+
 // A value whose size depends on data takes run-time storage up to the caller's limit (else the
 // machine's memory): a larger one fails its step, naming the value, its shape and the bytes,
 // and allocates nothing; the function then runs again at a size that fits. Both kinds of
