@@ -8,7 +8,9 @@
 //   first use succeeds and every weight then verifies; a package read is written again and
 //   reads back; a restamped package that opens is loaded by the engine (`ModelLoader::load`,
 //   one thread, no cache, arenas up to 256 MB: a model may ask for any memory, which is no
-//   finding), which specializes its functions of static inputs;
+//   finding), which specializes its functions of static inputs; each such function is then run
+//   once on inputs made from the package's bytes, its outputs grown up to 16 MB (an error is
+//   no finding; a crash or a sanitizer report is);
 // - artifact: every packed constant lies inside the payload, and writing what was read gives
 //   an artifact that reads back the same;
 // - entry: validating with the payload's checksum now, or later with `check_payload`, agree;
@@ -25,9 +27,11 @@
 #include <kiln/engine/package/package_format.h>
 #include <kiln/runtime/core/aligned_buffer.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -36,6 +40,95 @@ using kiln::runtime::Span;
 // A check of the target's own: a failure is a finding, like a crash.
 void expect(bool condition) {
   if (!condition) __builtin_trap();
+}
+
+// Bounds on what a loaded function is run with: its inputs' elements, its arena (a kernel's
+// work grows with the values it writes), and each output's storage.
+constexpr int64_t kMaxInputElements = int64_t{1} << 16;
+constexpr uint64_t kMaxRunArenaBytes = uint64_t{4} << 20;
+constexpr size_t kMaxOutputBytes = size_t{16} << 20;
+
+// Input element i of a run: small values of the dtype from `seed`'s bytes (negative ones
+// too: indices, axes and sizes computed from them must be checked, not trusted).
+void fill_input(std::vector<uint8_t>& bytes, kiln::runtime::ScalarType dtype, int64_t numel,
+                Span<const uint8_t> seed) {
+  using kiln::runtime::ScalarType;
+  const size_t element = kiln::runtime::element_size(dtype);
+  bytes.assign(std::max<size_t>(static_cast<size_t>(numel) * element, 1), 0);
+  for (int64_t i = 0; i < numel; ++i) {
+    const int b = seed.empty() ? 0 : seed[static_cast<size_t>(i) % seed.size()];
+    uint8_t* at = bytes.data() + static_cast<size_t>(i) * element;
+    if (dtype == ScalarType::Float32) {
+      const float v = static_cast<float>(b - 128) / 16.0f;
+      std::memcpy(at, &v, sizeof v);
+    } else if (dtype == ScalarType::Int64) {
+      const int64_t v = b % 11 - 3;
+      std::memcpy(at, &v, sizeof v);
+    } else if (dtype == ScalarType::Int32) {
+      const int32_t v = b % 11 - 3;
+      std::memcpy(at, &v, sizeof v);
+    } else if (element == 1) {
+      *at = static_cast<uint8_t>(dtype == ScalarType::Bool ? b & 1 : b);
+    }
+  }
+}
+
+// Runs each function of `model` whose inputs are static (the ones the load specialized) once.
+void run_functions(kiln::engine::LoadedModel& loaded, const kiln::engine::ir::Model& model,
+                   Span<const uint8_t> seed) {
+  using kiln::runtime::Tensor;
+  for (const kiln::engine::ir::Graph& graph : model.functions) {
+    std::vector<std::vector<int64_t>> sizes;
+    int64_t elements = 0;
+    bool fits = true;
+    for (int v : graph.inputs) {
+      auto static_sizes = graph.values[static_cast<size_t>(v)].type.static_sizes();
+      if (!static_sizes) {
+        fits = false;
+        break;
+      }
+      auto numel = kiln::runtime::checked_numel(*static_sizes);
+      fits = fits && numel.ok() && *numel <= kMaxInputElements - elements;
+      if (!fits) break;
+      elements += *numel;
+      sizes.push_back(*static_sizes);
+    }
+    if (!fits) continue;
+    auto session = loaded.bind(graph.name, sizes);
+    if (!session.ok()) continue;
+    auto function = session->function();
+    if (!function.ok() || (*function)->arena_bytes() > kMaxRunArenaBytes) continue;
+    const kiln::engine::compile::CompiledFunction& f = **function;
+    std::vector<std::vector<uint8_t>> storage(f.num_inputs() + f.num_outputs());
+    std::vector<Tensor> tensors;
+    tensors.reserve(storage.size());
+    for (size_t i = 0; i < f.num_inputs(); ++i) {
+      fill_input(storage[i], f.input_dtype(i), *kiln::runtime::checked_numel(sizes[i]), seed);
+      tensors.emplace_back(f.input_dtype(i), sizes[i], storage[i].data());
+    }
+    for (size_t i = 0; i < f.num_outputs(); ++i) {
+      std::vector<uint8_t>& bytes = storage[f.num_inputs() + i];
+      const auto& out_sizes = f.output_sizes(i);
+      if (out_sizes) {
+        auto numel = kiln::runtime::checked_numel(*out_sizes);
+        const size_t need = numel.ok() ? static_cast<size_t>(*numel) *
+                                             kiln::runtime::element_size(f.output_dtype(i))
+                                       : kMaxOutputBytes + 1;
+        if (need > kMaxOutputBytes) return;
+        bytes.resize(std::max<size_t>(need, 1));
+        tensors.emplace_back(f.output_dtype(i), *out_sizes, bytes.data());
+      } else {
+        bytes.resize(kMaxOutputBytes);
+        tensors.emplace_back(f.output_dtype(i), std::vector<int64_t>{0}, bytes.data(),
+                             kiln::runtime::ShapeDynamism::Unbounded, bytes.size());
+      }
+    }
+    std::vector<const Tensor*> inputs;
+    std::vector<Tensor*> outputs;
+    for (size_t i = 0; i < f.num_inputs(); ++i) inputs.push_back(&tensors[i]);
+    for (size_t i = 0; i < f.num_outputs(); ++i) outputs.push_back(&tensors[f.num_inputs() + i]);
+    (void)session->run(inputs, outputs);
+  }
 }
 
 void fuzz_package(Span<const uint8_t> bytes, bool load = false) {
@@ -55,7 +148,7 @@ void fuzz_package(Span<const uint8_t> bytes, bool load = false) {
     compile.num_threads = 1;
     compile.max_arena_bytes = uint64_t{256} << 20;
     auto loaded = kiln::engine::ModelLoader::load(*view, {}, nullptr, compile);
-    (void)loaded;
+    if (loaded.ok()) run_functions(**loaded, view->model(), bytes);
   }
   auto model = package::read_package(bytes);
   expect(model.ok() == weights_ok);

@@ -1,6 +1,8 @@
 // Writes the seed corpus of engine_formats_fuzzer: model packages of a one-function and a
-// two-function model (shared weights, symbolic dims, every kind of attribute), a compiled
-// artifact, and a cache entry holding it, each behind its format byte (engine_fuzz_inputs.h).
+// two-function model (shared weights, symbolic dims, every kind of attribute) and of a small
+// network whose ops the engine runs on oneDNN and its own loops (Conv, pooling, MatMul, Softmax,
+// LayerNormalization), a compiled artifact, and a cache entry holding it, each behind its
+// format byte (engine_fuzz_inputs.h).
 //
 // Usage: make_engine_seeds OUTDIR
 
@@ -109,6 +111,53 @@ ir::Model two_function_model() {
   return m;
 }
 
+// x [1, 2, 6, 6] -> Conv (4 x 2 x 3 x 3, bias, pads 1) -> Relu -> MaxPool 2 x 2 -> Reshape
+// [1, 36] -> MatMul [36, 8] -> Add [8] -> Softmax -> y, and -> LayerNormalization -> z: static
+// shapes, so the fuzzer's loads specialize it and run it.
+ir::Model network_model() {
+  ir::Model m;
+  const int cw = m.add_weight(float_weight("conv.w", {4, 2, 3, 3}));
+  const int cb = m.add_weight(float_weight("conv.b", {4}));
+  const int fw = m.add_weight(float_weight("fc.w", {36, 8}));
+  const int fb = m.add_weight(float_weight("fc.b", {8}));
+  const int ls = m.add_weight(float_weight("ln.scale", {8}));
+  ir::Weight shape;
+  shape.name = "shape";
+  shape.dtype = ScalarType::Int64;
+  shape.sizes = {2};
+  const std::vector<int64_t> target = {1, 36};
+  shape.data.resize(sizeof(int64_t) * target.size());
+  std::memcpy(shape.data.data(), target.data(), shape.data.size());
+  const int sh = m.add_weight(shape);
+  ir::Graph g;
+  g.name = "main";
+  const int x = add_value(g, "x", {1, 2, 6, 6});
+  const int c = add_value(g, "c", {1, 4, 6, 6});
+  const int r = add_value(g, "r", {1, 4, 6, 6});
+  const int p = add_value(g, "p", {1, 4, 3, 3});
+  const int f = add_value(g, "f", {1, 36});
+  const int h = add_value(g, "h", {1, 8});
+  const int a = add_value(g, "a", {1, 8});
+  const int y = add_value(g, "y", {1, 8});
+  const int z = add_value(g, "z", {1, 8});
+  const std::vector<int64_t> three = {3, 3}, two = {2, 2}, pads = {1, 1, 1, 1};
+  add_node(g, "Conv",
+           {x, add_value(g, "conv.w", {4, 2, 3, 3}, cw), add_value(g, "conv.b", {4}, cb)}, {c},
+           {{"kernel_shape", three}, {"pads", pads}});
+  add_node(g, "Relu", {c}, {r});
+  add_node(g, "MaxPool", {r}, {p}, {{"kernel_shape", two}, {"strides", two}});
+  add_node(g, "Reshape", {p, add_value(g, "shape", {2}, sh, ScalarType::Int64)}, {f});
+  add_node(g, "MatMul", {f, add_value(g, "fc.w", {36, 8}, fw)}, {h});
+  add_node(g, "Add", {h, add_value(g, "fc.b", {8}, fb)}, {a});
+  add_node(g, "Softmax", {a}, {y}, {{"axis", int64_t{-1}}});
+  add_node(g, "LayerNormalization", {a, add_value(g, "ln.scale", {8}, ls)}, {z},
+           {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+  g.inputs = {x};
+  g.outputs = {y, z};
+  m.functions.push_back(std::move(g));
+  return m;
+}
+
 std::vector<uint8_t> artifact_payload() {
   namespace artifact = kiln::engine::artifact;
   static const std::vector<uint8_t> packed_bytes(192, 7);
@@ -170,7 +219,7 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   int i = 0;
-  for (const ir::Model& model : {small_model(), two_function_model()}) {
+  for (const ir::Model& model : {small_model(), two_function_model(), network_model()}) {
     auto bytes = kiln::engine::package::write_package(model);
     if (!bytes.ok()) {
       std::cerr << "package seed " << i << ": " << bytes.status() << "\n";
