@@ -135,12 +135,16 @@ void PlanBuilder::probe_shapes(const ir::Node& node) {
   for (int input : node.inputs) {
     if (input < 0 || slot(input).kind == Slot::Kind::Constant) continue;
     if (!slot(input).sizes) return;
-    inputs.push_back(input);
+    // Once each: a value read twice (Einsum(x, x), PRelu(x, x)) swapped out twice would come
+    // back as its stand-in, and the function input it was would have no tensor to run with.
+    if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
   }
   // Swap in zero-filled stand-ins for the non-constant inputs and fresh outputs.
   std::vector<int> touched = inputs;
   for (int output : node.outputs) {
-    if (output >= 0) touched.push_back(output);
+    if (output >= 0 && std::find(touched.begin(), touched.end(), output) == touched.end()) {
+      touched.push_back(output);
+    }
   }
   for (int v : touched) {
     saved.push_back(std::move(impl_->slots[static_cast<size_t>(v)]));

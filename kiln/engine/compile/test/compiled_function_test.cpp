@@ -597,6 +597,23 @@ TEST(Specialize, RangeWithFloatBoundsFromDataIsDataDependent) {
   }
 }
 
+// A node reading one value twice whose output shape has no rule (Einsum, PRelu), so the build
+// learns it by running the node on stand-ins: the value, a function input, stays one (the
+// probe once swapped it out twice and restored its stand-in, and the run aborted).
+TEST(Specialize, ANodeReadingAnInputTwiceKeepsItAnInputWhenItsShapeIsProbed) {
+  for (const std::string op : {"Einsum", "PRelu"}) {
+    SCOPED_TRACE(op);
+    ModelBuilder b(10);
+    int x = b.input("x", {2, 3});
+    int y = b.unknown("y");
+    std::vector<ir::Attribute> attributes;
+    if (op == "Einsum") attributes = {{"equation", std::string("ij,ij->ij")}};
+    b.node(op, {x, x}, {y}, attributes);
+    b.output(y);
+    EXPECT_NE(check_against_reference(b.build(), {{2, 3}}, CompileOptions{}), nullptr);
+  }
+}
+
 TEST(Specialize, RunsAgainWithoutAllocating) {
   ir::Model model = conv_residual_model();
   auto compiled = compile::specialize(model, "main", {{1, 8, 10, 10}}, cpu_only());
