@@ -98,7 +98,24 @@ Result<Window> forward_window(std::string_view op, Span<const int64_t> x,
     window.kernel[s] = kernel[axis];
     window.stride[s] = stride[axis];
     window.dilation[s] = dilation[axis];
-    const int64_t extent = (kernel[axis] - 1) * dilation[axis] + 1;
+    if (kernel[axis] < 1) {
+      return invalid_argument(op, "kernel size " + std::to_string(kernel[axis]) +
+                                      " on spatial axis " + std::to_string(axis) +
+                                      " (expected at least 1)");
+    }
+    // The window's extent and the padded input's, in 64 bits (attributes may be any int64).
+    int64_t extent = 0, padded = 0;
+    if (__builtin_mul_overflow(kernel[axis] - 1, dilation[axis], &extent) ||
+        __builtin_add_overflow(extent, 1, &extent) ||
+        __builtin_add_overflow(in, pad[axis], &padded) ||
+        __builtin_add_overflow(padded, pad[rank + axis], &padded)) {
+      return invalid_argument(op, "spatial axis " + std::to_string(axis) + ": size " +
+                                      std::to_string(in) + ", pads " + std::to_string(pad[axis]) +
+                                      " and " + std::to_string(pad[rank + axis]) + ", kernel " +
+                                      std::to_string(kernel[axis]) + " and dilation " +
+                                      std::to_string(dilation[axis]) +
+                                      " overflow 64 bits (expected sizes a tensor can have)");
+    }
     if (auto_pad == AutoPad::SameUpper || auto_pad == AutoPad::SameLower) {
       const int64_t out = ceil_div(in, stride[axis]);
       const int64_t total = std::max<int64_t>(0, (out - 1) * stride[axis] + extent - in);
@@ -110,7 +127,7 @@ Result<Window> forward_window(std::string_view op, Span<const int64_t> x,
     }
     window.pad_begin[s] = pad[axis];
     window.pad_end[s] = pad[rank + axis];
-    const int64_t room = in + pad[axis] + pad[rank + axis] - extent;
+    const int64_t room = padded - extent;
     if (room < 0) {
       return invalid_argument(
           op, "spatial axis " + std::to_string(axis) + " of input 0 (shape " +

@@ -268,5 +268,29 @@ TEST(PoolLoops, RejectAWindowLargerThanThePaddedInput) {
   EXPECT_NE(op.status().message().find("MaxPool"), std::string::npos) << op.status();
 }
 
+// Kernel sizes below 1, and sizes, pads, kernel and dilation whose window overflows 64 bits
+// (a package's attributes may hold any int64), are refused by name before any window is laid
+// out: a kernel of -2^62 once sized a vector of 2^62 windows, and the process aborted.
+TEST(PoolLoops, RejectKernelsBelowOneAndWindowsOverflowing64Bits) {
+  const int64_t huge = int64_t{1} << 62;
+  struct Bad {
+    Window window;
+    const char* says;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {Window{{-5, 2}, {2, 2}, {}, {}},
+            "kernel size -5 on spatial axis 0 (expected at least 1)"},
+           {Window{{-huge, 2}, {2, 2}, {}, {}}, "expected at least 1"},
+           {Window{{huge, 2}, {1, 1}, {}, {4, 1}}, "overflow 64 bits"},
+           {Window{{2, 2}, {1, 1}, {0, huge, 0, huge}, {}}, "holds 4611686018427387904"}}) {
+    Case c = pool_case("MaxPool", bad.window);
+    c.add(random_tensor({1, 4, 6, 6}, 4601), false);
+    auto op = c.create();
+    ASSERT_FALSE(op.ok()) << bad.says;
+    EXPECT_EQ(op.error(), runtime::Error::InvalidArgument) << op.status();
+    EXPECT_NE(op.status().message().find(bad.says), std::string::npos) << op.status();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::engine::cpu
