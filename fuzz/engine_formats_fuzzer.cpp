@@ -8,9 +8,10 @@
 //   first use succeeds and every weight then verifies; a package read is written again and
 //   reads back; a restamped package that opens is loaded by the engine (`ModelLoader::load`,
 //   one thread, no cache, arenas up to 256 MB: a model may ask for any memory, which is no
-//   finding), which specializes its functions of static inputs; each such function is then run
-//   once on inputs made from the package's bytes, its outputs grown up to 16 MB (an error is
-//   no finding; a crash or a sanitizer report is);
+//   finding), which specializes its functions of static inputs, expecting frequent reshapes
+//   when the format byte's next bit is set; each function is then run once (symbolic dims
+//   bound to 1-3) on inputs made from the package's bytes, its outputs grown up to 16 MB (an
+//   error is no finding; a crash or a sanitizer report is);
 // - artifact: every packed constant lies inside the payload, and writing what was read gives
 //   an artifact that reads back the same;
 // - entry: validating with the payload's checksum now, or later with `check_payload`, agree;
@@ -31,6 +32,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace {
@@ -73,27 +77,54 @@ void fill_input(std::vector<uint8_t>& bytes, kiln::runtime::ScalarType dtype, in
   }
 }
 
-// Runs each function of `model` whose inputs are static (the ones the load specialized) once.
+// Symbols bound to 1, 2 or 3 (by their name's length), so that derived dims ("seq - 1",
+// "past + 1") agree with the symbols they come from.
+void bind_symbols(const kiln::engine::ir::Dim& dim, std::map<std::string, int64_t>& bindings) {
+  for (const auto& term : dim.terms()) {
+    if (term.op == 0 && !term.is_anonymous()) {
+      bindings.emplace(term.key, 1 + static_cast<int64_t>(term.key.size() % 3));
+    } else if (term.op != 0) {
+      bind_symbols(term.left, bindings);
+      bind_symbols(term.right, bindings);
+    }
+  }
+}
+
+// The sizes each function of `model` is run at: its inputs' static sizes, symbols bound as
+// `bind_symbols` binds them (an unknown dim: 2); nullopt past kMaxInputElements.
+std::optional<std::vector<std::vector<int64_t>>> run_sizes(const kiln::engine::ir::Graph& graph) {
+  std::map<std::string, int64_t> bindings;
+  for (int v : graph.inputs) {
+    for (const auto& dim : graph.values[static_cast<size_t>(v)].type.shape) {
+      bind_symbols(dim, bindings);
+    }
+  }
+  std::vector<std::vector<int64_t>> sizes;
+  int64_t elements = 0;
+  for (int v : graph.inputs) {
+    std::vector<int64_t> input;
+    for (const auto& dim : graph.values[static_cast<size_t>(v)].type.shape) {
+      auto size = dim.evaluate(bindings);
+      input.push_back(size.ok() ? *size : 2);
+    }
+    auto numel = kiln::runtime::checked_numel(input);
+    if (!numel.ok() || *numel > kMaxInputElements - elements) return std::nullopt;
+    elements += *numel;
+    sizes.push_back(std::move(input));
+  }
+  return sizes;
+}
+
+// Runs each function of `model` once: those of static inputs (the ones the load specialized)
+// at their sizes, the others at sizes `run_sizes` makes (a plan for that shape, or the
+// shape-generic plan when the load expects frequent reshapes).
 void run_functions(kiln::engine::LoadedModel& loaded, const kiln::engine::ir::Model& model,
                    Span<const uint8_t> seed) {
   using kiln::runtime::Tensor;
   for (const kiln::engine::ir::Graph& graph : model.functions) {
-    std::vector<std::vector<int64_t>> sizes;
-    int64_t elements = 0;
-    bool fits = true;
-    for (int v : graph.inputs) {
-      auto static_sizes = graph.values[static_cast<size_t>(v)].type.static_sizes();
-      if (!static_sizes) {
-        fits = false;
-        break;
-      }
-      auto numel = kiln::runtime::checked_numel(*static_sizes);
-      fits = fits && numel.ok() && *numel <= kMaxInputElements - elements;
-      if (!fits) break;
-      elements += *numel;
-      sizes.push_back(*static_sizes);
-    }
-    if (!fits) continue;
+    auto bound_sizes = run_sizes(graph);
+    if (!bound_sizes) continue;
+    const std::vector<std::vector<int64_t>>& sizes = *bound_sizes;
     auto session = loaded.bind(graph.name, sizes);
     if (!session.ok()) continue;
     auto function = session->function();
@@ -131,7 +162,7 @@ void run_functions(kiln::engine::LoadedModel& loaded, const kiln::engine::ir::Mo
   }
 }
 
-void fuzz_package(Span<const uint8_t> bytes, bool load = false) {
+void fuzz_package(Span<const uint8_t> bytes, bool load = false, bool reshapes = false) {
   namespace package = kiln::engine::package;
   auto view = package::PackageView::open(bytes, package::WeightCheck::OnFirstUse);
   bool weights_ok = view.ok();
@@ -147,7 +178,9 @@ void fuzz_package(Span<const uint8_t> bytes, bool load = false) {
     kiln::engine::compile::CompileOptions compile;
     compile.num_threads = 1;
     compile.max_arena_bytes = uint64_t{256} << 20;
-    auto loaded = kiln::engine::ModelLoader::load(*view, {}, nullptr, compile);
+    kiln::engine::specialization::SpecializationOptions options;
+    options.expect_frequent_reshapes = reshapes;
+    auto loaded = kiln::engine::ModelLoader::load(*view, options, nullptr, compile);
     if (loaded.ok()) run_functions(**loaded, view->model(), bytes);
   }
   auto model = package::read_package(bytes);
@@ -228,7 +261,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (static_cast<kiln::fuzz::EngineFormat>(data[0] % kiln::fuzz::kNumFormats)) {
     case kiln::fuzz::EngineFormat::Package:
       fuzz_package(bytes);
-      if (restamp(copy->get(), length)) fuzz_package(bytes, true);
+      // The format byte's next bit: load expecting frequent reshapes (shape-generic plans).
+      if (restamp(copy->get(), length)) {
+        fuzz_package(bytes, true, (data[0] / kiln::fuzz::kNumFormats) % 2 == 1);
+      }
       break;
     case kiln::fuzz::EngineFormat::Artifact:
       fuzz_artifact(bytes);
