@@ -7,6 +7,7 @@
 
 namespace kiln::engine::compile {
 
+using runtime::Error;
 using runtime::Result;
 using runtime::ScalarType;
 using runtime::Status;
@@ -82,7 +83,7 @@ Result<bool> PlanBuilder::fold(const ir::Node& node) {
   return true;
 }
 
-void PlanBuilder::probe_shapes(const ir::Node& node) {
+Status PlanBuilder::probe_shapes(const ir::Node& node) {
   bool unresolved = false, declared_symbolic = false;
   for (int output : node.outputs) {
     if (output < 0) continue;
@@ -91,16 +92,31 @@ void PlanBuilder::probe_shapes(const ir::Node& node) {
       declared_symbolic |= !dim.is_static();
     }
   }
-  // A static declared shape passed ONNX's strict shape inference when the model was imported.
-  if (!unresolved && !declared_symbolic) return;
-  auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
-  auto dtype_of = [&](int v) { return slot(v).dtype; };
-  if (!shape_is_data_independent(node, is_constant, dtype_of)) return;
-  // The common ops' shapes follow from their inputs' by a rule: no kernel run needed.
   std::vector<std::optional<std::vector<int64_t>>> input_sizes;
   for (int input : node.inputs) {
     input_sizes.push_back(input >= 0 ? slot(input).sizes : std::nullopt);
   }
+  if (!unresolved && !declared_symbolic) {
+    // A static declared shape passed ONNX's strict shape inference when the model was
+    // imported, but a package is untrusted bytes: where a rule gives the shape, it must agree
+    // (a Conv's op is made for the shape its geometry gives, and oneDNN allocates by it).
+    auto shapes = rule_shapes(node, input_sizes);
+    for (size_t i = 0; shapes && i < node.outputs.size() && i < shapes->size(); ++i) {
+      const int output = node.outputs[i];
+      if (output < 0 || *slot(output).sizes == (*shapes)[i]) continue;
+      return Status(Error::InvalidArgument,
+                    "node '" + node.name + "' (" + node.op + "): output " + std::to_string(i) +
+                        " '" + slot(output).name + "' is declared " +
+                        runtime::shape_to_string(*slot(output).sizes) + ", but its inputs give " +
+                        runtime::shape_to_string((*shapes)[i]) +
+                        " (expected declared shapes that follow from the inputs)");
+    }
+    return Status();
+  }
+  auto is_constant = [&](int v) { return slot(v).kind == Slot::Kind::Constant; };
+  auto dtype_of = [&](int v) { return slot(v).dtype; };
+  if (!shape_is_data_independent(node, is_constant, dtype_of)) return Status();
+  // The common ops' shapes follow from their inputs' by a rule: no kernel run needed.
   if (!unresolved) {
     // A symbolic shape the model declares (an output's annotation) can hold only for some inputs,
     // as a detector's [batch, 1, height, width] for heights that are multiples of 32: the
@@ -109,7 +125,7 @@ void PlanBuilder::probe_shapes(const ir::Node& node) {
     for (size_t i = 0; shapes && i < node.outputs.size() && i < shapes->size(); ++i) {
       if (node.outputs[i] >= 0) slot(node.outputs[i]).sizes = (*shapes)[i];
     }
-    return;
+    return Status();
   }
   // Constant inputs the rules read (Reshape's shape, Resize's sizes, ...), checked first.
   ConstantInput constant = [&](size_t index) -> const Tensor* {
@@ -127,14 +143,14 @@ void PlanBuilder::probe_shapes(const ir::Node& node) {
     for (size_t i = 0; i < node.outputs.size() && i < shapes->size(); ++i) {
       if (node.outputs[i] >= 0) slot(node.outputs[i]).sizes = (*shapes)[i];
     }
-    return;
+    return Status();
   }
-  if (!verify_inputs(node).ok()) return;  // placing the node reports it
+  if (!verify_inputs(node).ok()) return Status();  // placing the node reports it
   std::vector<std::unique_ptr<Slot>> saved;
   std::vector<int> inputs;
   for (int input : node.inputs) {
     if (input < 0 || slot(input).kind == Slot::Kind::Constant) continue;
-    if (!slot(input).sizes) return;
+    if (!slot(input).sizes) return Status();
     // Once each: a value read twice (Einsum(x, x), PRelu(x, x)) swapped out twice would come
     // back as its stand-in, and the function input it was would have no tensor to run with.
     if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
@@ -180,11 +196,12 @@ void PlanBuilder::probe_shapes(const ir::Node& node) {
   for (size_t i = 0; i < touched.size(); ++i) {
     impl_->slots[static_cast<size_t>(touched[i])] = std::move(saved[i]);
   }
-  if (!ok) return;
+  if (!ok) return Status();
   size_t k = 0;
   for (int output : node.outputs) {
     if (output >= 0) slot(output).sizes = learned[k++];
   }
+  return Status();
 }
 
 }  // namespace kiln::engine::compile

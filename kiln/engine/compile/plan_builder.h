@@ -58,7 +58,7 @@ class PlanBuilder {
   /// Learns output shapes the model left symbolic (by a rule, or by running the reference
   /// kernel once on zeros) and checks declared ones by the rule, when the node's output shape
   /// cannot depend on the values of its non-constant inputs.
-  void probe_shapes(const ir::Node& node);
+  runtime::Status probe_shapes(const ir::Node& node);
   /// Checks the weights among `node`'s inputs before a reference kernel reads them.
   runtime::Status verify_inputs(const ir::Node& node) {
     return verify_node_weights(graph_, node, options_);

@@ -98,7 +98,7 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
   folded_.assign(graph_.nodes.size(), false);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     KILN_ASSIGN_OR_RETURN(folded_[n], fold(graph_.nodes[n]));
-    if (!folded_[n]) probe_shapes(graph_.nodes[n]);
+    if (!folded_[n]) KILN_RETURN_IF_ERROR(probe_shapes(graph_.nodes[n]));
   }
   count_uses();
   winograd_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);

@@ -614,6 +614,26 @@ TEST(Specialize, ANodeReadingAnInputTwiceKeepsItAnInputWhenItsShapeIsProbed) {
   }
 }
 
+// A package's declared static shapes are checked against the shapes its ops give where a rule
+// computes them: a Conv declared [1, 4, 6, 6] whose pads give a width of 4194310 is refused,
+// naming both, before its op is made (oneDNN allocated 512 MB making it for that width).
+TEST(Specialize, ADeclaredShapeThatItsInputsDoNotGiveIsRefused) {
+  ModelBuilder b(11);
+  int x = b.input("x", {1, 2, 6, 6});
+  int w = b.weight("w", {4, 2, 3, 3});
+  int y = b.value("y", {1, 4, 6, 6});
+  b.node("Conv", {x, w}, {y},
+         {{"kernel_shape", std::vector<int64_t>{3, 3}},
+          {"pads", std::vector<int64_t>{1, 1, 1, 4194305}}});
+  b.output(y);
+  auto f = compile::specialize(b.build(), "main", {{1, 2, 6, 6}}, cpu_only());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Error::InvalidArgument);
+  EXPECT_THAT(f.status().message(),
+              HasSubstr("node 'Conv_0' (Conv): output 0 'y' is declared [1, 4, 6, 6], but its "
+                        "inputs give [1, 4, 6, 4194310]"));
+}
+
 TEST(Specialize, RunsAgainWithoutAllocating) {
   ir::Model model = conv_residual_model();
   auto compiled = compile::specialize(model, "main", {{1, 8, 10, 10}}, cpu_only());
