@@ -119,7 +119,8 @@ TEST(PlanMemory, RunTimeStorageOfDataDependentValuesIsKeptUnderTheLimit) {
   auto generic = compile::specialize_generic(chain, "main", cpu_only(), compile);
   ASSERT_TRUE(generic.ok()) << generic.status().message();
   for (int64_t n : {1000, 1 << 19, 3000}) {
-    std::vector<Buffer> inputs = {random_input(ScalarType::Float32, {1, n}, 5)};
+    std::vector<Buffer> inputs;  // moved in: a copy's tensor would point at the temporary
+    inputs.push_back(random_input(ScalarType::Float32, {1, n}, 5));
     std::vector<Buffer> outputs(1);
     outputs[0].bytes.resize(static_cast<size_t>(n) * 4);
     outputs[0].tensor = Tensor(ScalarType::Float32, {1, n}, outputs[0].bytes.data());
