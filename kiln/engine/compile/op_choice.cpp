@@ -74,6 +74,13 @@ Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node
   std::vector<int> outputs =
       group != nullptr ? std::vector<int>{group->output} : read_outputs(node);
   desc.num_outputs = static_cast<int>(outputs.size());
+  for (int v : outputs) {
+    if (v < 0 || !slot(v).sizes) {
+      desc.output_sizes.clear();  // unknown: not checked
+      break;
+    }
+    desc.output_sizes.push_back(*slot(v).sizes);
+  }
   if (options_.verify_weight) {
     desc.verify_constant = [this, inputs](size_t input) -> Status {
       int v = input < inputs.size() ? inputs[input] : -1;

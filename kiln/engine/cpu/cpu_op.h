@@ -84,6 +84,11 @@ struct OpDesc {
   std::vector<uint64_t> constant_hashes;
   std::vector<PostOp> post_ops;  ///< Fused after the op (MatMul, Gemm, Conv).
   int num_outputs = 1;           ///< Outputs asked for; extra optional outputs are NotSupported.
+  /// The sizes the plan holds for each output, or empty (unknown). An op whose attributes give
+  /// an output other sizes (a package's attribute its library reads otherwise than the
+  /// reference kernel does) declines before making anything: oneDNN allocates by the sizes it
+  /// is given when it makes a primitive (512 MB for a Conv whose pads gave a width of 4 million).
+  std::vector<std::vector<int64_t>> output_sizes;
   /// Intra-op threads for create and run; 0 = the library's default (all cores). Takes effect
   /// for this op only (the caller's OpenMP setting is restored after each call). An upper
   /// bound: ops of little work run on one thread (`op_threads`), and LSTM and GRU of batches

@@ -1,5 +1,5 @@
-#include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/blocked_gemv.h>
+#include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/winograd_weights.h>
 
 #include <omp.h>
@@ -341,6 +341,14 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
       desc.packed->get(key, target.get_size(), [&](uint8_t* data) { return reorder_into(data); });
   if (!bytes.ok()) return bytes.status().with_context("create op '" + desc.op + "' (oneDNN)");
   return wrap(target, *bytes);
+}
+
+Status check_planned_output(const OpDesc& desc, size_t index, const std::vector<int64_t>& sizes) {
+  if (index >= desc.output_sizes.size() || desc.output_sizes[index] == sizes) return Status();
+  return error(desc, Error::NotSupported,
+               "its attributes give output " + std::to_string(index) + " the shape " +
+                   runtime::shape_to_string(sizes) + ", not the plan's " +
+                   runtime::shape_to_string(desc.output_sizes[index]));
 }
 
 dnnl::primitive_attr base_attr() {

@@ -63,6 +63,9 @@ Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, dnnl::memory::dim
 
 /// "create op 'Conv' (oneDNN): <problem>".
 Status error(const OpDesc& desc, Error code, const std::string& problem);
+/// NotSupported naming both when `desc.output_sizes` holds output `index`'s sizes and they are
+/// not `sizes` (what the op's attributes give); OK otherwise (see `OpDesc::output_sizes`).
+Status check_planned_output(const OpDesc& desc, size_t index, const std::vector<int64_t>& sizes);
 /// Checks the input count (min..max), that every present input is f32 and that required ones
 /// are present.
 Status check_inputs(const OpDesc& desc, size_t min_inputs, size_t max_inputs);

@@ -42,6 +42,7 @@ Result<std::vector<int64_t>> conv_geometry(const OpDesc& desc, memory::dims& str
   const std::vector<int64_t>& w = desc.inputs[1].sizes;
   auto shape = kernels::conv_shape(x, w, options);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
+  KILN_RETURN_IF_ERROR(check_planned_output(desc, 0, *shape));
   if (x.size() < 3 || x.size() > 5) {
     return error(desc, Error::NotSupported,
                  "input 0 has rank " + std::to_string(x.size()) +

@@ -48,6 +48,7 @@ Result<std::vector<int64_t>> deconv_geometry(const OpDesc& desc, int64_t& group,
   const std::vector<int64_t>& w = desc.inputs[1].sizes;
   auto shape = kernels::conv_transpose_shape(x, w, options);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
+  KILN_RETURN_IF_ERROR(check_planned_output(desc, 0, *shape));
   if (x.size() != 4) {
     return error(
         desc, Error::NotSupported,

@@ -15,6 +15,7 @@ Result<std::unique_ptr<CpuOp>> create_global_average_pool(const OpDesc& desc) {
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   auto shape = kernels::global_pool_shape(x);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
+  KILN_RETURN_IF_ERROR(check_planned_output(desc, 0, *shape));
   memory::desc x_md = plain_md(x), y_md = plain_md(*shape);
   // Reads its producer's layout when it has one (e.g. a Conv's blocked output).
   std::optional<memory::desc> hint = input_layout_hint(desc, 0, x_md.dims());
@@ -73,6 +74,7 @@ Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc) {
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   auto shape = kernels::pool_shape(x, options);
   if (!shape.ok()) return error(desc, shape.error(), shape.status().message());
+  KILN_RETURN_IF_ERROR(check_planned_output(desc, 0, *shape));
   if (x.size() != 4) {
     return error(desc, Error::NotSupported,
                  "input 0 has rank " + std::to_string(x.size()) + " (expected 4: 2-D pooling)");

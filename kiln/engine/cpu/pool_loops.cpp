@@ -325,6 +325,8 @@ Result<std::unique_ptr<CpuOp>> PoolLoopsOp::create(const OpDesc& desc, bool plai
                                                   *parsed, ceil_mode != 0);
   if (!window.ok()) return error(desc, window.error(), window.status().message());
   const kernels::internal::Window& w = *window;
+  KILN_RETURN_IF_ERROR(
+      check_planned_output(desc, 0, kernels::internal::window_output_shape(x[0], x[1], w)));
   auto op = std::make_unique<PoolLoopsOp>();
   op->op_ = desc.op;
   op->max_ = desc.op == "MaxPool";
