@@ -70,12 +70,18 @@ Result<ConvProblem> conv_problem(std::string_view op, Span<const int64_t> x, Spa
   return p;
 }
 
+// Output positions a pass of the column matrix covers: at most this many bytes of it (a large
+// output's patches unrolled at once once asked for gigabytes), at least one position.
+constexpr int64_t kColumnBytes = int64_t{16} << 20;
+
 // Unrolls `channels` input planes (starting at `x`) into `col`, one row per (channel, kernel
-// offset) and one column per output position; positions in the padding read `pad`.
+// offset) and one column per output position in [begin, end) (positions numbered over the
+// output's spatial axes, the last fastest); positions in the padding read `pad`.
 template <typename T, typename D, typename Convert>
-void im2col(const T* x, int64_t channels, const internal::Window& w, D* col, D pad,
-            Convert convert) {
+void im2col(const T* x, int64_t channels, const internal::Window& w, D* col, D pad, Convert convert,
+            int64_t begin, int64_t end) {
   const int64_t in_plane = w.in_size();
+  const int64_t width = w.out[2];
   D* dst = col;
   for (int64_t c = 0; c < channels; ++c) {
     const T* plane = x + c * in_plane;
@@ -84,21 +90,27 @@ void im2col(const T* x, int64_t channels, const internal::Window& w, D* col, D p
         for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
           const int64_t offset_w = kw * w.dilation[2] - w.pad_begin[2];
           const auto cols = internal::valid_range(w.out[2], w.in[2], w.stride[2], offset_w);
-          for (int64_t od = 0; od < w.out[0]; ++od) {
+          for (int64_t pos = begin; pos < end;) {
+            const int64_t row = pos / width, ow0 = pos % width;
+            const int64_t ow1 = std::min(width, ow0 + (end - pos));
+            const int64_t od = row / w.out[1], oh = row % w.out[1];
             const int64_t id = od * w.stride[0] - w.pad_begin[0] + kd * w.dilation[0];
-            for (int64_t oh = 0; oh < w.out[1]; ++oh, dst += w.out[2]) {
-              const int64_t ih = oh * w.stride[1] - w.pad_begin[1] + kh * w.dilation[1];
-              if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
-                std::fill(dst, dst + w.out[2], pad);
-                continue;
-              }
+            const int64_t ih = oh * w.stride[1] - w.pad_begin[1] + kh * w.dilation[1];
+            const int64_t count = ow1 - ow0;
+            if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
+              std::fill(dst, dst + count, pad);
+            } else {
               const T* src = plane + (id * w.in[1] + ih) * w.in[2];
-              std::fill(dst, dst + cols.first, pad);
-              for (int64_t ow = cols.first; ow < cols.last; ++ow) {
-                dst[ow] = convert(src[ow * w.stride[2] + offset_w]);
+              const int64_t lo = std::clamp(cols.first, ow0, ow1);
+              const int64_t hi = std::clamp(cols.last, lo, ow1);
+              std::fill(dst, dst + (lo - ow0), pad);
+              for (int64_t ow = lo; ow < hi; ++ow) {
+                dst[ow - ow0] = convert(src[ow * w.stride[2] + offset_w]);
               }
-              std::fill(dst + cols.last, dst + w.out[2], pad);
+              std::fill(dst + (hi - ow0), dst + count, pad);
             }
+            dst += count;
+            pos += count;
           }
         }
       }
@@ -107,8 +119,9 @@ void im2col(const T* x, int64_t channels, const internal::Window& w, D* col, D p
 }
 
 // Runs the convolution of `p` over operands already in the compute layout: `weights` is
-// [M, patch] of type D, `x` the input of type T. `write(channel_plane_index, row)` stores one
-// output channel plane (out_size accumulators) of batch item n.
+// [M, patch] of type D, `x` the input of type T. `write(channel_plane_index, first, acc,
+// count)` stores `count` accumulators of one output channel plane of batch item n, from
+// position `first`: the output positions go in passes of at most kColumnBytes of columns.
 template <typename T, typename D, typename Convert, typename Write>
 void run_conv(const ConvProblem& p, const T* x, const D* weights, D pad, Convert convert,
               Write&& write) {
@@ -117,27 +130,39 @@ void run_conv(const ConvProblem& p, const T* x, const D* weights, D pad, Convert
   // The column matrix of a pointwise conv is the input itself, when no conversion is needed.
   constexpr bool kSameType = std::is_same_v<T, D>;
   const bool direct = kSameType && p.pointwise();
-  std::vector<D> col(direct ? 0 : static_cast<size_t>(p.patch_size() * out_plane));
-  std::vector<ComputeType<D>> row(static_cast<size_t>(out_plane));
+  const int64_t patch = std::max<int64_t>(p.patch_size(), 1);
+  const int64_t pass =
+      direct ? out_plane
+             : std::max<int64_t>(
+                   std::min<int64_t>(kColumnBytes / static_cast<int64_t>(sizeof(D)) / patch,
+                                     out_plane),
+                   1);
+  std::vector<D> col(direct ? 0 : static_cast<size_t>(p.patch_size() * pass));
+  std::vector<ComputeType<D>> row(static_cast<size_t>(pass));
   internal::GemmProblem gemm;
   gemm.m = p.group_out_channels;
   gemm.k = p.patch_size();
-  gemm.n = out_plane;
   for (int64_t n = 0; n < p.batch; ++n) {
     for (int64_t g = 0; g < p.group; ++g) {
       const T* x_group = x + (n * p.channels + g * p.group_channels) * in_plane;
-      const D* b = nullptr;
-      if constexpr (kSameType) {
-        if (direct) b = x_group;
-      }
-      if (b == nullptr) {
-        im2col(x_group, p.group_channels, p.window, col.data(), pad, convert);
-        b = col.data();
-      }
       const D* a = weights + g * p.group_out_channels * p.patch_size();
-      internal::gemm_rows(gemm, a, b, row.data(), [&](int64_t i, const ComputeType<D>* acc) {
-        write(n * p.out_channels + g * p.group_out_channels + i, acc);
-      });
+      const int64_t first_index = n * p.out_channels + g * p.group_out_channels;
+      for (int64_t first = 0; first < out_plane; first += pass) {
+        const int64_t count = std::min(pass, out_plane - first);
+        const D* b = nullptr;
+        if constexpr (kSameType) {
+          if (direct) b = x_group;
+        }
+        if (b == nullptr) {
+          im2col(x_group, p.group_channels, p.window, col.data(), pad, convert, first,
+                 first + count);
+          b = col.data();
+        }
+        gemm.n = count;
+        internal::gemm_rows(gemm, a, b, row.data(), [&](int64_t i, const ComputeType<D>* acc) {
+          write(first_index + i, first, acc, count);
+        });
+      }
     }
   }
 }
@@ -166,10 +191,10 @@ Status conv(const Tensor& x, const Tensor& w, const Tensor* b, const ConvOptions
     const int64_t plane = p.window.out_size();
     run_conv(
         p, x.data_ptr<T>(), w.data_ptr<T>(), T{}, [](T v) { return v; },
-        [&](int64_t index, const C* acc) {
+        [&](int64_t index, int64_t first, const C* acc, int64_t count) {
           const C add = bias != nullptr ? load(bias[index % p.out_channels]) : C{0};
-          T* dst = result + index * plane;
-          for (int64_t j = 0; j < plane; ++j) dst[j] = store<T>(acc[j] + add);
+          T* dst = result + index * plane + first;
+          for (int64_t j = 0; j < count; ++j) dst[j] = store<T>(acc[j] + add);
         });
     return Status();
   });
@@ -242,9 +267,9 @@ Status conv_integer(const Tensor& x, const Tensor& w, const Tensor* x_zero_point
   int32_t* result = out.mutable_data_ptr<int32_t>();
   const int64_t plane = p.window.out_size();
   const int64_t zx = x_zp[0];
-  auto write = [&](int64_t index, const int64_t* acc) {
-    int32_t* dst = result + index * plane;
-    for (int64_t j = 0; j < plane; ++j) {
+  auto write = [&](int64_t index, int64_t first, const int64_t* acc, int64_t count) {
+    int32_t* dst = result + index * plane + first;
+    for (int64_t j = 0; j < count; ++j) {
       dst[j] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(acc[j])));
     }
   };

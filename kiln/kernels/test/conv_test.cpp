@@ -137,6 +137,55 @@ TEST(Conv, BasicWithAndWithoutPadding) {
   EXPECT_THAT(valid.values<float>(), ElementsAre(54, 63, 72, 99, 108, 117, 144, 153, 162));
 }
 
+// Outputs whose patches unrolled would pass 16 MB go through the column matrix in passes
+// (the kernel once unrolled them all: 6 GB for a fuzzed Conv of a 32 MB output): a 2-D and a
+// 3-D Conv of large patches whose passes end inside an output row match loops over the
+// definition.
+TEST(Conv, LargeOutputsGoThroughTheColumnsInPassesWithTheSameResults) {
+  for (const Shape& xs : {Shape{1, 64, 80, 100}, Shape{1, 32, 4, 20, 100}}) {
+    SCOPED_TRACE(runtime::shape_to_string(xs));
+    const bool three = xs.size() == 5;
+    const Shape ws = three ? Shape{1, 32, 3, 3, 3} : Shape{2, 64, 3, 3};
+    auto x = OwnedTensor::of<float>(xs, random_values(numel_of(xs), 11));
+    auto w = OwnedTensor::of<float>(ws, random_values(numel_of(ws), 12));
+    ConvOptions o;
+    o.pads = three ? Shape{1, 1, 1, 1, 1, 1} : Shape{1, 1, 1, 1};
+    Shape ys = xs;
+    ys[1] = ws[0];
+    auto y = OwnedTensor::zeros(ScalarType::Float32, ys);
+    ASSERT_TRUE(conv(x.tensor(), w.tensor(), nullptr, o, y.tensor()).ok());
+    const float* xv = x.tensor().data_ptr<float>();
+    const float* wv = w.tensor().data_ptr<float>();
+    const float* yv = y.tensor().data_ptr<float>();
+    const int64_t d = three ? xs[2] : 1, h = xs[xs.size() - 2], wd = xs.back();
+    const int64_t kd = three ? 3 : 1, channels = xs[1];
+    for (int64_t m = 0; m < ws[0]; ++m) {
+      for (int64_t od = 0; od < d; ++od) {
+        for (int64_t oh = 0; oh < h; ++oh) {
+          for (int64_t ow = 0; ow < wd; ++ow) {
+            double sum = 0.0;
+            for (int64_t c = 0; c < channels; ++c) {
+              for (int64_t a = 0; a < kd; ++a) {
+                for (int64_t b = 0; b < 3; ++b) {
+                  for (int64_t e = 0; e < 3; ++e) {
+                    const int64_t id = od + a - (three ? 1 : 0), ih = oh + b - 1, iw = ow + e - 1;
+                    if (id < 0 || id >= d || ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+                    sum += double{xv[((c * d + id) * h + ih) * wd + iw]} *
+                           wv[((m * channels + c) * kd + a) * 9 + b * 3 + e];
+                  }
+                }
+              }
+            }
+            const float got = yv[((m * d + od) * h + oh) * wd + ow];
+            ASSERT_NEAR(got, sum, 1e-4 * (1.0 + std::fabs(sum)))
+                << "m " << m << " at " << od << ", " << oh << ", " << ow;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Conv, StridedAsymmetricPaddingAndSameUpper) {
   // ONNX Conv doc: 7x5 input, strides 2; pads [1, 0, 1, 0].
   auto x = OwnedTensor::of<float>({1, 1, 7, 5}, iota(35));
