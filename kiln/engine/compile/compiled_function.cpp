@@ -121,7 +121,12 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
       // Grow geometrically so a slowly growing shape does not allocate on every call. The old
       // bytes are not kept: the kernel writes the value after sizing it.
       size_t grown = std::max<size_t>({bytes, slot->storage.size() * 2, 64});
-      const uint64_t others = storage_bytes - slot->storage.size();
+      // What the other slots hold, summed at each growth (growth is geometric, so rare): kept
+      // as a running count it drifted, the build's shape probes growing stand-ins it then drops.
+      uint64_t others = 0;
+      for (const auto& other : slots) {
+        if (other != slot) others += other->storage.size();
+      }
       if (max_dynamic_bytes > 0) {
         if (bytes > max_dynamic_bytes || others > max_dynamic_bytes - bytes) {
           return over_limit(
@@ -133,9 +138,7 @@ Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
         grown = std::min<uint64_t>(grown, max_dynamic_bytes - others);  // at least `bytes`
       }
       decltype(slot->storage)().swap(slot->storage);
-      storage_bytes = others;
       slot->storage.resize(grown);
-      storage_bytes += grown;
       tensor.set_data(slot->storage.data(), slot->storage.size());
       ++dynamic_allocations;
       break;

@@ -175,7 +175,6 @@ class CompiledFunctionImpl {
   /// naming the value, its shape and the bytes, instead of an allocation the system may grant
   /// and the run could not write.
   uint64_t max_dynamic_bytes = 0;
-  uint64_t storage_bytes = 0;  ///< Bytes of the slots' own storage (not the pool's).
   std::vector<std::vector<int>> release_after;
   uint64_t dynamic_allocations = 0;
   runtime::EValue none;
