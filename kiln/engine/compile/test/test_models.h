@@ -1,6 +1,7 @@
 #pragma once
 // Models built in code and a reference interpreter, for the engine's compile and loader tests.
 #include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/compile/reference_run.h>
 #include <kiln/engine/cpu/thread_team.h>
 #include <kiln/engine/loader/model_loader.h>
 #include <kiln/engine/package/package.h>
@@ -146,71 +147,17 @@ inline Buffer random_input(ScalarType dtype, const std::vector<int64_t>& sizes, 
   return b;
 }
 
-/// Runs a function node by node on the reference kernels, with growing storage.
+/// Runs the model's first function on the reference kernels (`compile::run_reference`).
 inline std::vector<Buffer> interpret(const ir::Model& model,
                                      const std::vector<const Tensor*>& inputs) {
-  const ir::Graph& g = model.functions[0];
-  std::vector<EValue> values(g.values.size());
-  std::vector<std::vector<uint8_t>> storage(g.values.size());
-  for (size_t v = 0; v < g.values.size(); ++v) {
-    const ir::Value& value = g.values[v];
-    if (value.weight >= 0) {
-      auto& w = const_cast<ir::Weight&>(model.weights[value.weight]);
-      values[v] = EValue(Tensor(w.dtype, w.sizes, w.data.data()));
-    } else {
-      values[v] =
-          EValue(Tensor(value.type.dtype, {}, nullptr, runtime::ShapeDynamism::Unbounded, 0));
-    }
-  }
-  for (size_t i = 0; i < g.inputs.size(); ++i) values[g.inputs[i]] = EValue(*inputs[i]);
-  EValue none;
-  for (const ir::Node& node : g.nodes) {
-    std::vector<EValue*> in, out;
-    for (int v : node.inputs) in.push_back(v >= 0 ? &values[v] : &none);
-    std::vector<EValue> scratch(node.outputs.size());
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      if (node.outputs[i] >= 0) {
-        out.push_back(&values[node.outputs[i]]);
-      } else {
-        scratch[i] =
-            EValue(Tensor(ScalarType::Float32, {}, nullptr, runtime::ShapeDynamism::Unbounded, 0));
-        out.push_back(&scratch[i]);
-      }
-    }
-    std::vector<std::unique_ptr<std::vector<uint8_t>>> scratch_storage;
-    runtime::KernelContext context(node.op, [&](EValue& e, runtime::Span<const int64_t> s) {
-      auto n = runtime::checked_numel(s);
-      if (!n.ok()) return n.status();
-      auto bytes = static_cast<size_t>(*n) * e.to_tensor().element_size() + 1;
-      std::vector<uint8_t>* buffer = nullptr;
-      for (size_t v = 0; v < values.size(); ++v) {
-        if (&values[v] == &e) buffer = &storage[v];
-      }
-      if (buffer == nullptr) {
-        scratch_storage.push_back(std::make_unique<std::vector<uint8_t>>());
-        buffer = scratch_storage.back().get();
-      }
-      buffer->resize(bytes);
-      e.to_tensor().set_data(buffer->data(), bytes);
-      return e.to_tensor().resize(s);
-    });
-    std::vector<std::pair<std::string, EValue>> attributes;
-    for (const auto& a : node.attributes)
-      attributes.emplace_back(a.name, *ir::scalar_attribute(a.value));
-    runtime::KernelFunction kernel = runtime::get_kernel(node.op);
-    EXPECT_NE(kernel, nullptr) << node.op;
-    Status status = kernel(context, in, out, runtime::Attributes(std::move(attributes)));
-    EXPECT_TRUE(status.ok()) << status.to_string();
-  }
+  auto run = compile::run_reference(model, model.functions[0].name, inputs);
+  EXPECT_TRUE(run.ok()) << run.status().to_string();
   std::vector<Buffer> results;
-  for (int v : g.outputs) {
-    const Tensor& t = values[v].to_tensor();
+  if (!run.ok()) return results;
+  for (compile::ReferenceValue& value : *run) {
     Buffer b;
-    b.bytes.assign(static_cast<const uint8_t*>(t.data()),
-                   static_cast<const uint8_t*>(t.data()) + t.nbytes());
-    b.bytes.resize(std::max<size_t>(b.bytes.size(), 1));
-    b.tensor =
-        Tensor(t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), b.bytes.data());
+    b.bytes = std::move(value.bytes);
+    b.tensor = Tensor(value.dtype, value.sizes, b.bytes.data());
     results.push_back(std::move(b));
   }
   return results;
