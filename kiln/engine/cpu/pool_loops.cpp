@@ -240,6 +240,7 @@ class PoolLoopsOp final : public CpuOp {
       return Status(Error::InvalidArgument,
                     "run op '" + op_ + "' (" + describe_ + "): expected input 0 and one output");
     }
+    if (empty_) return Status();
     Job j;
     j.x = static_cast<const float*>(inputs[0]->data());
     j.y = static_cast<float*>(outputs[0]->mutable_data());
@@ -269,7 +270,7 @@ class PoolLoopsOp final : public CpuOp {
 
  private:
   std::string op_, describe_;
-  bool max_ = true, include_pad_ = false;
+  bool max_ = true, include_pad_ = false, empty_ = false;
   int num_threads_ = 1;
   int64_t dilation_h_ = 1, dilation_w_ = 1;
   std::vector<int64_t> in_sizes_;
@@ -338,12 +339,20 @@ Result<std::unique_ptr<CpuOp>> PoolLoopsOp::create(const OpDesc& desc, bool plai
   op->dilation_w_ = w.dilation[wd];
   op->outputs_ = {TensorDesc{runtime::ScalarType::Float32,
                              kernels::internal::window_output_shape(x[0], x[1], w)}};
-  op->rows_ = axis_windows(w, h);
-  op->cols_ = axis_windows(w, wd);
   op->native_ = native;
-  const int64_t out_pixels = op->outputs_[0].sizes[2] * op->outputs_[0].sizes[3];
-  op->stage_.assign(static_cast<size_t>(op->num_threads_ * (x[2] * x[3] + out_pixels) * kLanes),
-                    0.0f);
+  // An empty output (a dimension of 0) has nothing to compute, whatever its other dimensions
+  // (a package's shapes may hold any): no windows nor staging are laid out for it, and it runs
+  // no item. Otherwise its dimensions, checked with the plan's values, bound what is.
+  const std::vector<int64_t>& y = op->outputs_[0].sizes;
+  if (std::find(y.begin(), y.end(), 0) != y.end()) {
+    op->empty_ = true;
+  } else {
+    op->rows_ = axis_windows(w, h);
+    op->cols_ = axis_windows(w, wd);
+    const int64_t out_pixels = y[2] * y[3];
+    op->stage_.assign(static_cast<size_t>(op->num_threads_ * (x[2] * x[3] + out_pixels) * kLanes),
+                      0.0f);
+  }
   op->describe_ = "kiln " + desc.op + " (own loops: 16 channels a vector" +
                   (op->native_ == Layout::Blocked16 ? ", nChw16c natively"
                    : op->native_ == Layout::Nhwc    ? ", nhwc natively"

@@ -292,5 +292,26 @@ TEST(PoolLoops, RejectKernelsBelowOneAndWindowsOverflowing64Bits) {
   }
 }
 
+// An empty input of a huge spatial size (a package's shapes may hold any) gives an empty output:
+// nothing to compute, so nothing laid out. Its 2^50 column windows were once allocated (the
+// engine fuzzer: 2^55 bytes asked).
+TEST(PoolLoops, AnEmptyOutputLaysOutNoWindowsWhateverItsOtherSizes) {
+  const int64_t wide = int64_t{1} << 50;
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{0, 4, 4, wide}, std::vector<int64_t>{1, 0, wide, 4}}) {
+    Case c = pool_case("MaxPool", Window{{2, 2}, {1, 1}, {}, {}});
+    c.add(random_tensor(shape, 4602), false);
+    auto op = c.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    const std::vector<int64_t>& y = (*op)->outputs()[0].sizes;
+    EXPECT_EQ(std::count(y.begin(), y.end(), 0), 1) << runtime::shape_to_string(y);
+    runtime::Tensor x(runtime::ScalarType::Float32, shape, nullptr);
+    runtime::Tensor out(runtime::ScalarType::Float32, y, nullptr);
+    const runtime::Tensor* in[] = {&x};
+    runtime::Tensor* outs[] = {&out};
+    EXPECT_TRUE((*op)->run(in, outs).ok());
+  }
+}
+
 }  // namespace
 }  // namespace kiln::engine::cpu
