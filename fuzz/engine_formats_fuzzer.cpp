@@ -12,7 +12,8 @@
 //   functions of static inputs, expecting frequent reshapes when the format byte's next bit is set;
 //   each function is then run once (symbolic dims bound to 1-3) on inputs made from the package's
 //   bytes, its outputs grown up to 16 MB (an error is no finding; a crash or a sanitizer report
-//   is);
+//   is), and what it computed is checked against the reference kernels where that is well
+//   conditioned (reference_check.h: a disagreement is a finding);
 // - artifact: every packed constant lies inside the payload, and writing what was read gives
 //   an artifact that reads back the same;
 // - entry: validating with the payload's checksum now, or later with `check_payload`, agree;
@@ -21,6 +22,7 @@
 // Run: engine_formats_fuzzer -max_total_time=60 CORPUS_DIR   (seeds: make_engine_seeds)
 
 #include <fuzz/engine_fuzz_inputs.h>
+#include <fuzz/reference_check.h>
 
 #include <kiln/engine/artifact/compiled_artifact.h>
 #include <kiln/engine/cache/entry_format.h>
@@ -30,8 +32,11 @@
 #include <kiln/runtime/core/aligned_buffer.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -116,11 +121,32 @@ std::optional<std::vector<std::vector<int64_t>>> run_sizes(const kiln::engine::i
   return sizes;
 }
 
+// How many runs the reference check compared and skipped, printed when the process exits (a
+// campaign whose check never compares would find no wrong answer).
+std::atomic<uint64_t> compared{0}, skipped{0};
+
+void count_verdict(kiln::fuzz::ReferenceVerdict verdict) {
+  static const bool registered = [] {
+    std::atexit([] {
+      std::fprintf(stderr,
+                   "engine_formats_fuzzer: reference check compared %llu runs, skipped %llu\n",
+                   static_cast<unsigned long long>(compared.load()),
+                   static_cast<unsigned long long>(skipped.load()));
+    });
+    return true;
+  }();
+  (void)registered;
+  (verdict == kiln::fuzz::ReferenceVerdict::Skipped ? skipped : compared).fetch_add(1);
+}
+
 // Runs each function of `model` once: those of static inputs (the ones the load specialized)
 // at their sizes, the others at sizes `run_sizes` makes (a plan for that shape, or the
 // shape-generic plan when the load expects frequent reshapes).
-void run_functions(kiln::engine::LoadedModel& loaded, const kiln::engine::ir::Model& model,
-                   Span<const uint8_t> seed) {
+void run_functions(kiln::engine::LoadedModel& loaded,
+                   const kiln::engine::package::PackageView& view, Span<const uint8_t> seed) {
+  const kiln::engine::ir::Model& model = view.model();
+  std::vector<Span<const uint8_t>> weight_data;
+  for (size_t i = 0; i < view.num_weights(); ++i) weight_data.push_back(view.weight_data(i));
   using kiln::runtime::Tensor;
   for (const kiln::engine::ir::Graph& graph : model.functions) {
     auto bound_sizes = run_sizes(graph);
@@ -159,7 +185,17 @@ void run_functions(kiln::engine::LoadedModel& loaded, const kiln::engine::ir::Mo
     std::vector<Tensor*> outputs;
     for (size_t i = 0; i < f.num_inputs(); ++i) inputs.push_back(&tensors[i]);
     for (size_t i = 0; i < f.num_outputs(); ++i) outputs.push_back(&tensors[f.num_inputs() + i]);
-    (void)session->run(inputs, outputs);
+    if (!session->run(inputs, outputs).ok()) continue;
+    // What the engine computed, the reference kernels must too (where that is well defined).
+    std::string detail;
+    const kiln::fuzz::ReferenceVerdict verdict =
+        kiln::fuzz::check_against_reference(model, graph, weight_data, inputs, outputs, detail);
+    count_verdict(verdict);
+    if (verdict == kiln::fuzz::ReferenceVerdict::Disagree) {
+      std::fprintf(stderr, "function '%s' disagrees with the reference kernels: %s\n",
+                   graph.name.c_str(), detail.c_str());
+      __builtin_trap();
+    }
   }
 }
 
@@ -182,7 +218,7 @@ void fuzz_package(Span<const uint8_t> bytes, bool load = false, bool reshapes = 
     kiln::engine::specialization::SpecializationOptions options;
     options.expect_frequent_reshapes = reshapes;
     auto loaded = kiln::engine::ModelLoader::load(*view, options, nullptr, compile);
-    if (loaded.ok()) run_functions(**loaded, view->model(), bytes);
+    if (loaded.ok()) run_functions(**loaded, *view, bytes);
   }
   auto model = package::read_package(bytes);
   expect(model.ok() == weights_ok);
