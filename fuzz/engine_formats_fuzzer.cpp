@@ -9,7 +9,8 @@
 //   reads back; a restamped package that opens is loaded by the engine (`ModelLoader::load`,
 //   one thread, no cache, arenas and values up to 32 MB: a model may ask for any memory, and
 //   oneDNN allocates in proportion when it makes an op, which is no finding), which specializes its
-//   functions of static inputs, expecting frequent reshapes when the format byte's next bit is set;
+//   functions of static inputs, expecting frequent reshapes when the format byte's next bit is set
+//   and on two threads when the bit after it is (engine_fuzz_inputs.h);
 //   each function is then run once (symbolic dims bound to 1-3) on inputs made from the package's
 //   bytes, its outputs grown up to 16 MB (an error is no finding; a crash or a sanitizer report
 //   is), and what it computed is checked against the reference kernels where that is well
@@ -199,7 +200,8 @@ void run_functions(kiln::engine::LoadedModel& loaded,
   }
 }
 
-void fuzz_package(Span<const uint8_t> bytes, bool load = false, bool reshapes = false) {
+void fuzz_package(Span<const uint8_t> bytes, bool load = false,
+                  kiln::fuzz::PackageFlags flags = {}) {
   namespace package = kiln::engine::package;
   auto view = package::PackageView::open(bytes, package::WeightCheck::OnFirstUse);
   bool weights_ok = view.ok();
@@ -213,10 +215,10 @@ void fuzz_package(Span<const uint8_t> bytes, bool load = false, bool reshapes = 
   }
   if (view.ok() && weights_ok && load) {
     kiln::engine::compile::CompileOptions compile;
-    compile.num_threads = 1;
+    compile.num_threads = flags.two_threads ? 2 : 1;
     compile.max_arena_bytes = uint64_t{32} << 20;
     kiln::engine::specialization::SpecializationOptions options;
-    options.expect_frequent_reshapes = reshapes;
+    options.expect_frequent_reshapes = flags.reshapes;
     auto loaded = kiln::engine::ModelLoader::load(*view, options, nullptr, compile);
     if (loaded.ok()) run_functions(**loaded, *view, bytes);
   }
@@ -298,9 +300,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (static_cast<kiln::fuzz::EngineFormat>(data[0] % kiln::fuzz::kNumFormats)) {
     case kiln::fuzz::EngineFormat::Package:
       fuzz_package(bytes);
-      // The format byte's next bit: load expecting frequent reshapes (shape-generic plans).
+      // The format byte's next bits: load expecting frequent reshapes (shape-generic plans),
+      // and on two threads.
       if (restamp(copy->get(), length)) {
-        fuzz_package(bytes, true, (data[0] / kiln::fuzz::kNumFormats) % 2 == 1);
+        fuzz_package(bytes, true, kiln::fuzz::package_flags(data[0]));
       }
       break;
     case kiln::fuzz::EngineFormat::Artifact:

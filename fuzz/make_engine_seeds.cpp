@@ -365,13 +365,12 @@ bool reads(EngineFormat format, const std::vector<uint8_t>& bytes) {
   return status.ok();
 }
 
-// `reshapes`: the format byte's next bit, set (a package loaded expecting frequent reshapes).
+// `flags`: what the format byte says beyond the format (engine_fuzz_inputs.h).
 bool write_seed(const std::filesystem::path& path, EngineFormat format,
-                const std::vector<uint8_t>& bytes, bool reshapes = false) {
+                const std::vector<uint8_t>& bytes, kiln::fuzz::PackageFlags flags = {}) {
   if (!reads(format, bytes)) return false;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const char tag =
-      static_cast<char>(static_cast<int>(format) + (reshapes ? kiln::fuzz::kNumFormats : 0));
+  const char tag = static_cast<char>(kiln::fuzz::format_byte(format, flags));
   out.write(&tag, 1);
   out.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
@@ -405,10 +404,16 @@ int main(int argc, char** argv) {
     ok = write_seed(outdir / ("package" + std::to_string(i) + ".seed"), EngineFormat::Package,
                     *bytes) &&
          ok;
-    // The models of symbolic inputs, loaded for shape-generic plans too.
+    // The models of symbolic inputs, loaded for shape-generic plans too; the transformer
+    // block and the convolutional network on two threads.
     if (i == 1 || i == 3) {
       ok = write_seed(outdir / ("package" + std::to_string(i) + "-reshapes.seed"),
-                      EngineFormat::Package, *bytes, true) &&
+                      EngineFormat::Package, *bytes, {true, false}) &&
+           ok;
+    }
+    if (i == 3 || i == 4) {
+      ok = write_seed(outdir / ("package" + std::to_string(i) + "-threads.seed"),
+                      EngineFormat::Package, *bytes, {i == 3, true}) &&
            ok;
     }
     ++i;
