@@ -101,6 +101,12 @@ Result<std::unique_ptr<CpuOp>> create_for(Factory factory, const OpDesc& desc, c
       auto small = desc.op == "Conv" ? dnnl_impl::create_small_conv(used)
                                      : dnnl_impl::create_small_matmul(used);
       if (small.ok() || small.error() != Error::NotSupported) return small;
+      // Larger MatMuls by a constant B: kiln's AVX-512 tiles run them as fast as oneDNN's
+      // blocked kernels (bench/RESULTS.md's layer table) and generate no code at creation.
+      if (desc.op != "Conv" && avx512_own_runtime_gemm()) {
+        auto tiles = dnnl_impl::create_avx512_matmul(used);
+        if (tiles.ok() || tiles.error() != Error::NotSupported) return tiles;
+      }
     } else if (own_loops && rows_op && leaves_tiny_work_to_reference(desc)) {
       // A decoder's rows: kiln's row loops, without code generation, and faster than the
       // reference kernel (GPT decode's layer normalizations and softmaxes: row_norm_op.cpp).

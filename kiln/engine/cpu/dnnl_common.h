@@ -263,6 +263,12 @@ Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc);
 /// `avx2_gemm` (B packed once into panels; every post-op and one residual; the op's threads).
 /// NotSupported for anything else, or on a CPU without AVX2 and FMA.
 Result<std::unique_ptr<CpuOp>> create_avx2_matmul(const OpDesc& desc);
+/// The same on AVX-512 (alpha 1): B packed once into oneDNN's blocked layout
+/// (`blocked_b_md`, the packing of the model's other plans and of oneDNN's blocked MatMul), run
+/// on `avx512_gemm_blocked` (up to 4 rows: `gemv_blocked`). No code is generated at creation,
+/// which oneDNN's primitive does per shape (0.1-0.5 ms each at a first run). NotSupported for
+/// anything else, or on a CPU without AVX-512F.
+Result<std::unique_ptr<CpuOp>> create_avx512_matmul(const OpDesc& desc);
 /// A 2-D Conv of at most 8 output channels (stride and dilation 1, one group, constant W and B)
 /// on kiln's own loops over output pixels (narrow_conv.cpp); NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);

@@ -178,11 +178,16 @@ class SmallOp : public CpuOp {
   }
 };
 
-// MatMul by a constant 2-D B, or Gemm (transA 0): Y [M, N] = alpha A B' + beta C. `blocked`:
-// any size, on avx2_gemm and the op's threads, with every post-op and one residual.
+// Which loops a SmallMatMulOp runs: the small ones (little work, or a few rows streaming B), or
+// tiles at any size with every post-op and one residual on the op's threads: avx2_gemm over
+// B's panels, or on AVX-512 avx512_gemm_blocked over B in oneDNN's blocked layout.
+enum class MatMulLoops { Small, Avx2Tiles, Avx512Blocked };
+
+// MatMul by a constant 2-D B, or Gemm (transA 0): Y [M, N] = alpha A B' + beta C.
 class SmallMatMulOp final : public SmallOp {
  public:
-  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc, bool blocked) {
+  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc, MatMulLoops loops) {
+    const bool blocked = loops != MatMulLoops::Small;
     const bool gemm = desc.op == "Gemm";
     const int residuals = num_residuals(desc);
     KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 3 + static_cast<size_t>(std::max(residuals, 0))));
@@ -220,6 +225,9 @@ class SmallMatMulOp final : public SmallOp {
     const bool streaming =
         !blocked && m <= kStreamingRows && (b_bytes > kStreamingBytes || shares_blocked);
     if (blocked && k == 0) return error(desc, Error::NotSupported, "B is empty");
+    if (loops == MatMulLoops::Avx512Blocked && (!shares_blocked || !cpu_has_avx512f())) {
+      return error(desc, Error::NotSupported, "alpha other than 1, or no AVX-512F");
+    }
     if (!blocked && !streaming && static_cast<double>(m) * b_bytes / sizeof(float) > kMaxMacs) {
       return error(desc, Error::NotSupported, "more work than the small loops take");
     }
@@ -229,12 +237,16 @@ class SmallMatMulOp final : public SmallOp {
     auto op = std::make_unique<SmallMatMulOp>();
     op->op_ = desc.op;
     op->describe_ =
-        blocked ? std::string("kiln AVX2 MatMul (6 x 16 tiles over B's panels, packed once)")
-                : "kiln small MatMul (own loops, no generated code" +
-                      (streaming ? "; B streamed for " + std::to_string(m) + " row(s))" : ")");
+        loops == MatMulLoops::Avx2Tiles
+            ? std::string("kiln AVX2 MatMul (6 x 16 tiles over B's panels, packed once)")
+        : loops == MatMulLoops::Avx512Blocked
+            ? std::string("kiln AVX-512 MatMul (6 x 64 tiles, no generated code; up to ") +
+                  std::to_string(kStreamingRows) + " rows: blocked GEMV)"
+            : "kiln small MatMul (own loops, no generated code" +
+                  (streaming ? "; B streamed for " + std::to_string(m) + " row(s))" : ")");
     op->post_ops_ = desc.post_ops;
     op->m_ = m, op->n_ = n, op->k_ = k;
-    op->blocked_ = blocked;
+    op->loops_ = loops;
     op->threads_ = streaming ? std::max(desc.num_threads, 1) : 1;
     if (blocked) op->threads_ = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
     op->residual_ = residuals == 1;
@@ -250,7 +262,8 @@ class SmallMatMulOp final : public SmallOp {
       KILN_ASSIGN_OR_RETURN(op->bias_,
                             column_bias(desc, 2, n, static_cast<float>(gemm ? beta : 1.0)));
     }
-    if (streaming && alpha == 1.0 && streaming_b_blocked()) {
+    if ((streaming && alpha == 1.0 && streaming_b_blocked()) ||
+        loops == MatMulLoops::Avx512Blocked) {
       // B's bytes as oneDNN's matmul (dnnl_matmul.cpp) describes them, so that the packing's
       // key is the one a blocked oneDNN MatMul of this weight makes.
       const memory::desc source =
@@ -284,8 +297,10 @@ class SmallMatMulOp final : public SmallOp {
     }
     const auto* a = static_cast<const float*>(inputs[0]->data());
     auto* c = static_cast<float*>(outputs[0]->mutable_data());
-    if (blocked_) {
+    if (loops_ == MatMulLoops::Avx2Tiles) {
       avx2_gemm(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
+    } else if (loops_ == MatMulLoops::Avx512Blocked && m_ > kStreamingRows) {
+      avx512_gemm_blocked(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
     } else if (blocked_b_) {
       gemv_blocked(a, k_, m_, k_, panels_, n_, c, n_, e, threads_);
     } else {
@@ -297,7 +312,8 @@ class SmallMatMulOp final : public SmallOp {
  private:
   int64_t m_ = 0, n_ = 0, k_ = 0;
   int threads_ = 1;
-  bool residual_ = false, blocked_ = false;
+  bool residual_ = false;
+  MatMulLoops loops_ = MatMulLoops::Small;
   const float* panels_ = nullptr;
   std::vector<float> own_panels_, bias_;
   memory blocked_b_;  ///< B in oneDNN's blocked layout (`streaming_b_blocked`), else empty.
@@ -595,12 +611,16 @@ void small_gemm(const float* a, int64_t lda, int64_t m, int64_t k, const float* 
 }
 
 Result<std::unique_ptr<CpuOp>> create_small_matmul(const OpDesc& desc) {
-  return SmallMatMulOp::create(desc, false);
+  return SmallMatMulOp::create(desc, MatMulLoops::Small);
 }
 
 Result<std::unique_ptr<CpuOp>> create_avx2_matmul(const OpDesc& desc) {
   if (!cpu_has_avx2_fma()) return error(desc, Error::NotSupported, "the CPU lacks AVX2 or FMA");
-  return SmallMatMulOp::create(desc, true);
+  return SmallMatMulOp::create(desc, MatMulLoops::Avx2Tiles);
+}
+
+Result<std::unique_ptr<CpuOp>> create_avx512_matmul(const OpDesc& desc) {
+  return SmallMatMulOp::create(desc, MatMulLoops::Avx512Blocked);
 }
 
 Result<std::unique_ptr<CpuOp>> create_small_conv(const OpDesc& desc) {

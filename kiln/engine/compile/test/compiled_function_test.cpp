@@ -324,9 +324,12 @@ TEST(Specialize, MatMulBiasGeluFuses) {
     auto f = check_against_reference(model, {{batch, 16}}, true);
     ASSERT_NE(f, nullptr);
     ASSERT_EQ(f->placement().size(), 1u);
-    // A row by B in oneDNN's blocked layout (AVX-512): kiln's streaming loops, else oneDNN.
-    const bool streams = batch == 1 && cpu::streaming_b_blocked();
-    EXPECT_EQ(f->placement()[0].device, streams ? "cpu:kiln" : "cpu:onednn");
+    // kiln's loops where it has them for this CPU (AVX-512's tiles and streaming rows, AVX2's
+    // tiles), with the bias and the Gelu in their epilogue; else oneDNN.
+    const bool own = cpu::avx512_own_runtime_gemm() || cpu::avx2_own_gemm() ||
+                     (batch == 1 && cpu::streaming_b_blocked());
+    EXPECT_EQ(f->placement()[0].device, own ? "cpu:kiln" : "cpu:onednn")
+        << batch << " " << f->placement()[0].detail;
     EXPECT_THAT(f->placement()[0].fused, ::testing::ElementsAre("Add_1 (Add)", "Gelu_2 (Gelu)"));
     EXPECT_EQ(*f->output_sizes(0), (std::vector<int64_t>{batch, 32}));
   }

@@ -1,7 +1,7 @@
-// kiln's AVX2 MatMul (avx2_gemm.cpp) against the reference kernels on seeded random data: tiles
-// of every height at the rows' end, panels cut at N's end, blocks of K after the first, the
-// threads' splits by columns and by rows, biases, every post-op and a residual; and where
-// kernel selection takes it (a CPU without AVX-512).
+// kiln's MatMul loops (avx2_gemm.cpp, blocked_gemm.cpp) against the reference kernels on seeded
+// random data: tiles of every height at the rows' end, panels cut at N's end, blocks of K after the
+// first, the threads' splits by columns and by rows, biases, every post-op and a residual; and
+// where kernel selection takes them (AVX2's tiles on a CPU without AVX-512, AVX-512's with it).
 
 #include <kiln/engine/cpu/avx2_gemm.h>
 #include <kiln/engine/cpu/blocked_gemv.h>
@@ -272,6 +272,49 @@ TEST(Avx2Gemm, GemmsWithTransBAlphaAndBeta) {
   }
 }
 
+constexpr const char* kAvx512 = "kiln AVX-512 MatMul";
+
+// On AVX-512, a MatMul or Gemm by a constant B past the small loops' work runs on kiln's tiles
+// over oneDNN's blocked layout (create_avx512_matmul), generating no code: every tile height and
+// a column block cut at N's end, the threads' splits, biases, every post-op and a residual.
+TEST(Avx2Gemm, Avx512MatMulOpsMatchReference) {
+  if (!avx512_own_runtime_gemm()) GTEST_SKIP() << "the CPU lacks AVX-512";
+  const std::vector<Shape> shapes = {{5, 300, 200}, {7, 257, 170},  {24, 256, 64},  {25, 513, 65},
+                                     {97, 300, 80}, {128, 40, 700}, {30, 512, 1050}};
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Gelu}},
+      {{PostOpKind::Gelu, 1.0f}},
+      {{PostOpKind::AddResidual}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}},
+      {{PostOpKind::Sigmoid}, {PostOpKind::Linear, 2.0f, 0.5f}}};
+  for_each_case(shapes, post_op_sets, 9800, [](Case& c, const OwnedTensor& expected, const Shape&) {
+    expect_near(c.run(), expected);
+    EXPECT_NE(c.description.find(kAvx512), std::string::npos) << c.description;
+  });
+  // A Gemm by B given transposed, beta scaling its bias, on the same tiles; alpha other than 1
+  // on oneDNN's kernels (the tiles scale nothing).
+  uint32_t seed = 9900;
+  for (double alpha : {1.0, 0.5}) {
+    SCOPED_TRACE("alpha " + std::to_string(alpha));
+    kernels::GemmOptions options;
+    options.alpha = static_cast<float>(alpha);
+    options.beta = 2.0;
+    options.trans_b = true;
+    Case c("Gemm", {int_attr("transB", 1), float_attr("alpha", alpha), float_attr("beta", 2.0)});
+    c.desc.small_ops_own_loops = true;
+    c.desc.num_threads = 2;
+    c.add(random_tensor({40, 300}, seed++), false);
+    c.add(random_tensor({90, 300}, seed++, -0.2, 0.2), true);
+    c.add(random_tensor({90}, seed++), true);
+    OwnedTensor expected = zeros({40, 90});
+    ASSERT_TRUE(kernels::gemm(c.at(0), c.at(1), &c.at(2), expected.tensor(), options).ok());
+    expect_near(c.run(), expected);
+    EXPECT_EQ(c.description.find(kAvx512) != std::string::npos, alpha == 1.0) << c.description;
+  }
+}
+
 // Batched A ([2, 3, K]: six rows at once) and a decoder's single row run here too; a B computed
 // at run time, transA, and oneDNN asked for explicitly stay on oneDNN; with AVX-512, oneDNN.
 TEST(Avx2Gemm, KernelSelection) {
@@ -319,6 +362,17 @@ TEST(Avx2Gemm, KernelSelection) {
     return matmul_case(128, 512, 512, true, {}, 1, seed, unused);
   }();
   EXPECT_EQ(provider(large).find(kAvx2), std::string::npos);  // as on AVX-512 (the binary's)
+  if (avx512_own_runtime_gemm()) {
+    EXPECT_NE(provider(large).find(kAvx512), std::string::npos);
+    // Asked for oneDNN's kernels, and a B computed at run time: oneDNN's.
+    large.desc.small_ops_own_loops = false;
+    EXPECT_EQ(provider(large).find("kiln"), std::string::npos);
+    Case computed("MatMul", {});
+    computed.desc.small_ops_own_loops = true;
+    computed.add(random_tensor({128, 512}, seed++), false);
+    computed.add(random_tensor({512, 64}, seed++), false);
+    EXPECT_EQ(provider(computed).find("kiln"), std::string::npos);
+  }
 }
 
 }  // namespace
