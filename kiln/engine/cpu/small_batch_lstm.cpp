@@ -1,12 +1,14 @@
 // LSTM of small batches (ONNX semantics, default activations; validated by dnnl_rnn.cpp): the
-// input projection of every step at once on a oneDNN matmul (X [T * N, I] x W read as
-// [I, D * 4H], both biases folded into its bias), then, step by step, the recurrent product
-// h x R^T and the gates in vectorized loops of our own. oneDNN's RNN primitive computes the same
-// cell on its GEMM, whose kernels are generated on a process's first call: 35-40 ms (OCR
-// recognition's first run was 70 ms for 1 ms of work) and the primitive's own creation. With
-// two or more threads a bidirectional layer runs its directions side by side.
+// input projection of every step at once (X [T * N, I] x W read as [I, D * 4H], both biases
+// folded into its bias; on kiln's loops, or a oneDNN matmul where kiln has no tiles), then, step by
+// step, the recurrent product h x R^T and the gates in vectorized loops of our own. oneDNN's RNN
+// primitive computes the same cell on its GEMM, whose kernels are generated on a process's first
+// call: 35-40 ms (OCR recognition's first run was 70 ms for 1 ms of work) and the primitive's own
+// creation. With two or more threads a bidirectional layer runs its directions side by side.
 
+#include <kiln/engine/cpu/blocked_gemv.h>
 #include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/loop_epilogue.h>
 #include <kiln/engine/cpu/vector_math.h>
 
 #include <omp.h>
@@ -108,7 +110,13 @@ class SmallBatchLstmOp final : public DnnlOp {
       }
       initial_[s] = runtime_initial_[s] ? inputs[index]->data_ptr<float>() : held_initial_[s];
     }
-    if (panels_ != nullptr) {
+    if (tiles_) {
+      const int64_t width = s_.dirs * 4 * s_.hidden;
+      Epilogue e;
+      e.col_bias = bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr;
+      avx512_gemm_blocked(inputs[kX]->data_ptr<float>(), s_.input, s_.seq * s_.batch, s_.input,
+                          panels_, width, xw_.data(), width, e, 1);
+    } else if (panels_ != nullptr) {
       const int64_t width = s_.dirs * 4 * s_.hidden;
       small_gemm(inputs[kX]->data_ptr<float>(), s_.input, s_.seq * s_.batch, s_.input, panels_,
                  width, xw_.data(), width,
@@ -202,7 +210,8 @@ class SmallBatchLstmOp final : public DnnlOp {
   std::vector<float> xw_;                              ///< The input projections [T * N, D * 4H].
   std::vector<float> state_;       ///< Per direction: h [N, H], c [N, H], gates [N, 4H].
   dnnl::primitive primitive_;      ///< The projection on oneDNN, or
-  const float* panels_ = nullptr;  ///< (little work) W^T as panels for small_gemm.
+  const float* panels_ = nullptr;  ///< (little work) W^T as panels for small_gemm, or
+  bool tiles_ = false;             ///< W^T in oneDNN's blocked layout for avx512_gemm_blocked.
   std::vector<float> own_panels_;  ///< When there is no shared store.
   memory weights_, bias_;
 };
@@ -245,7 +254,21 @@ Result<std::unique_ptr<CpuOp>> SmallBatchLstmOp::create(const OpDesc& desc,
       static_cast<double>(T * N) * static_cast<double>(I) * static_cast<double>(D * width) <=
           kSmallMacs;
   std::string projection = "kiln small MatMul";
-  if (small) {
+  // On AVX-512 the rest run on kiln's tiles over W^T in oneDNN's blocked layout: as fast as
+  // oneDNN's matmul here, which generates its kernel per shape (0.13-0.16 ms each of OCR
+  // recognition's two LSTMs at a first run).
+  const bool tiles = !small && desc.small_ops_own_loops && avx512_own_runtime_gemm();
+  if (tiles) {
+    const float* w = input_constant(desc, kW)->data_ptr<float>();
+    // W [D * 4H, I] read as B [I, D * 4H]: B's element (i, g) is w[g * I + i].
+    KILN_ASSIGN_OR_RETURN(
+        op->panels_,
+        pack_floats(
+            desc, kW, "kiln lstm W^T blocked64 f32", blocked_floats(I, D * width),
+            [&](float* to) { pack_blocked(w, 1, I, I, D * width, 1.0f, to); }, op->own_panels_));
+    op->tiles_ = true;
+    projection = "kiln AVX-512 MatMul";
+  } else if (small) {
     const float* w = input_constant(desc, kW)->data_ptr<float>();
     // W [D * 4H, I] read as B [I, D * 4H].
     KILN_ASSIGN_OR_RETURN(

@@ -282,6 +282,26 @@ TEST(DnnlRnn, LstmOfSmallBatchesMatchesReferenceInSaturation) {
   }
 }
 
+// An input projection past the small loops' work (14 rows x 96 inputs x 512 gates) runs on
+// kiln's AVX-512 tiles where the CPU has them (no code generated), biased, in both layouts.
+TEST(DnnlRnn, LstmOfSmallBatchesProjectsOnKilnsTilesPastTheSmallLoops) {
+  uint32_t seed = 4300;
+  for (int64_t layout : {0, 1}) {
+    for (Given bias : {Given::Constant, Given::AtRunTime, Given::Absent}) {
+      RnnParams p = small_batch_lstm(64);
+      p.input = 96;
+      p.layout = layout;
+      p.bias = bias;
+      std::string described = check_matches_reference(p, seed += 10);
+      EXPECT_NE(described.find("kiln LSTM cell"), std::string::npos) << described;
+      if (avx512_own_runtime_gemm()) {
+        EXPECT_NE(described.find("kiln AVX-512 MatMul input projection"), std::string::npos)
+            << described;
+      }
+    }
+  }
+}
+
 // Without kiln's vector loops (a CPU without AVX-512: own_vector_loops), a small batch runs on
 // oneDNN's LSTM, with the reference's results.
 TEST(DnnlRnn, LstmOfSmallBatchesRunsOnOneDnnWithoutTheVectorLoops) {
