@@ -285,8 +285,10 @@ Result<std::unique_ptr<CpuOp>> create_where(const OpDesc& desc);
 /// Transpose (any dtype of 1, 2, 4 or 8 bytes) on kiln's own loops (transpose_op.cpp): rows
 /// copied, or 16 x 16 tiles where the innermost dimension moves.
 Result<std::unique_ptr<CpuOp>> create_transpose(const OpDesc& desc);
-/// RMSNormalization (f32, constant f32 scale) and InstanceNormalization (f32, constant f32
-/// scale and B) on RuntimeRows' loops (row_norm_op.cpp).
+/// RMSNormalization (f32, constant f32 scale), InstanceNormalization and GroupNormalization
+/// (f32, constant f32 scale and B), LayerNormalization (constant scale and optional B, no
+/// post-ops), Softmax and LogSoftmax (the last axis, no post-ops) on RuntimeRows' loops
+/// (row_norm_op.cpp); NotSupported for anything else or without kiln's vector loops.
 Result<std::unique_ptr<CpuOp>> create_row_norm(const OpDesc& desc);
 
 /// Small products on kiln's loops (small_ops.cpp). B [K, N] as panels: 16 columns stored

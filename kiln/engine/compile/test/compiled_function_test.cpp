@@ -396,10 +396,11 @@ TEST(Specialize, LayerNormSoftmaxAndAReferenceOnlyOp) {
   }
 }
 
-// A decoder's layer normalizations and softmaxes (one row of little work) on kiln's row loops,
-// against the reference kernel: layer normalizations with and without B, float statistics only
-// (stash_type 11 stays on the reference kernel); softmaxes over the last axis only.
-TEST(Specialize, RowsOfLittleWorkRunOnKilnsRows) {
+// Layer normalizations and softmaxes on kiln's row loops, against the reference kernel, whether
+// of little work (a decoder's one row) or not (attention's rows, on one and two threads): layer
+// normalizations with and without B, float statistics only (stash_type 11 stays on the
+// reference kernel when the work is little, else on oneDNN); softmaxes over the last axis only.
+TEST(Specialize, RowsRunOnKilnsRows) {
   struct Variant {
     const char* op;
     bool bias;
@@ -415,25 +416,37 @@ TEST(Specialize, RowsOfLittleWorkRunOnKilnsRows) {
       {"Softmax", false, {int_attr("axis", 1)}, false},
   };
   uint32_t seed = 17;
-  for (const Variant& v : variants) {
-    SCOPED_TRACE(std::string(v.op) + " " + std::to_string(seed));
-    ModelBuilder b(seed++);
-    int x = b.input("x", {1, 2, 64});
-    int y = b.value("y", {1, 2, 64});
-    std::vector<int> inputs = {x};
-    if (std::string(v.op) == "LayerNormalization") {
-      inputs.push_back(b.weight("scale", {64}));
-      if (v.bias) inputs.push_back(b.weight("shift", {64}));
-    }
-    b.node(v.op, inputs, {y}, v.attributes);
-    b.output(y);
-    auto f = check_against_reference(b.build(), {{1, 2, 64}}, CompileOptions{});
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(f->placement().size(), 1u);
-    const bool rows = v.rows && cpu::own_vector_loops();
-    EXPECT_EQ(f->placement()[0].device, rows ? "cpu:kiln" : "cpu:reference");
-    if (rows) {
-      EXPECT_THAT(f->placement()[0].detail, HasSubstr("kiln rows"));
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{1, 2, 64}, std::vector<int64_t>{3, 40, 200}}) {
+    const bool little = shape[1] == 2;
+    for (int threads : {1, 2}) {
+      for (const Variant& v : variants) {
+        SCOPED_TRACE(std::string(v.op) + " " + std::to_string(seed) + " " +
+                     runtime::shape_to_string(shape) + " threads " + std::to_string(threads));
+        ModelBuilder b(seed++);
+        const std::vector<ir::Dim> dims(shape.begin(), shape.end());
+        int x = b.input("x", dims);
+        int y = b.value("y", dims);
+        std::vector<int> inputs = {x};
+        if (std::string(v.op) == "LayerNormalization") {
+          inputs.push_back(b.weight("scale", {shape.back()}));
+          if (v.bias) inputs.push_back(b.weight("shift", {shape.back()}));
+        }
+        b.node(v.op, inputs, {y}, v.attributes);
+        b.output(y);
+        CompileOptions options;
+        options.num_threads = threads;
+        auto f = check_against_reference(b.build(), {shape}, options);
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(f->placement().size(), 1u);
+        const bool rows = v.rows && cpu::own_vector_loops();
+        EXPECT_EQ(f->placement()[0].device, rows     ? "cpu:kiln"
+                                            : little ? "cpu:reference"
+                                                     : "cpu:onednn");
+        if (rows) {
+          EXPECT_THAT(f->placement()[0].detail, HasSubstr("kiln rows"));
+        }
+      }
     }
   }
 }
