@@ -194,21 +194,24 @@ Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc) {
     made = make_pd(y_any);  // no concat into that layout (pieces that split a block)
   }
   const dnnl::concat::primitive_desc& pd = *made;
-  auto op = std::make_unique<StagedOp>(desc, dnnl::concat(pd), pd, out);
+  // Pieces that lie one after another in the result are copied in order; every input and the
+  // result plain, row by row, on one thread up to a megabyte (above it oneDNN's concat splits
+  // the copy over the op's threads). Either way the primitive is not made.
+  const bool in_order = any_hint && contiguous_pieces(want, pd.dst_desc(), axis);
+  int64_t rows = 1;
+  for (int64_t d = 0; d < axis; ++d) rows *= out[static_cast<size_t>(d)];
+  const bool by_rows = !any_hint && pd.dst_desc() == y_md && desc.small_ops_own_loops &&
+                       (desc.num_threads == 1 || y_md.get_size() <= (size_t{1} << 20));
+  auto op = std::make_unique<StagedOp>(
+      desc, in_order || by_rows ? dnnl::primitive() : dnnl::concat(pd), pd, out);
   for (size_t i = 0; i < desc.inputs.size(); ++i) {
     op->bind_input(i, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), plain[i], want[i]);
   }
   op->bind_output(DNNL_ARG_DST, y_md, pd.dst_desc());
-  if (any_hint && contiguous_pieces(want, pd.dst_desc(), axis)) {
+  if (in_order) {
     op->copy_inputs_in_order();
-  } else if (!any_hint && pd.dst_desc() == y_md && desc.small_ops_own_loops) {
-    // Every input and the result plain: row by row, on one thread up to a megabyte (above it
-    // oneDNN's concat splits the copy over the op's threads).
-    int64_t rows = 1;
-    for (int64_t d = 0; d < axis; ++d) rows *= out[static_cast<size_t>(d)];
-    if (desc.num_threads == 1 || y_md.get_size() <= (size_t{1} << 20)) {
-      op->copy_rows_in_order(rows);
-    }
+  } else if (by_rows) {
+    op->copy_rows_in_order(rows);
   }
   return std::unique_ptr<CpuOp>(std::move(op));
 }
