@@ -145,8 +145,29 @@ ReferenceVerdict check_against_reference(
     const std::vector<runtime::Span<const uint8_t>>& weight_data,
     const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
     std::string& detail) {
+  // A weight's floats as `weight_data` gives them (or the model's own bytes).
+  auto weight_tensor = [&](size_t index) {
+    const engine::ir::Weight& w = model.weights[index];
+    const uint8_t* bytes = index < weight_data.size() ? weight_data[index].data() : w.data.data();
+    return Tensor(w.dtype, w.sizes, const_cast<uint8_t*>(bytes));
+  };
+  // Whether value `v` is a float weight of magnitude at least 1 / kMaxScale everywhere.
+  auto safe_divisor = [&](int v) {
+    if (v < 0 || static_cast<size_t>(v) >= function.values.size()) return false;
+    const int w = function.values[static_cast<size_t>(v)].weight;
+    if (w < 0 || static_cast<size_t>(w) >= model.weights.size()) return false;
+    const Tensor t = weight_tensor(static_cast<size_t>(w));
+    if (t.dtype() != ScalarType::Float32 || t.data() == nullptr) return false;
+    const float* x = t.data_ptr<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (!(std::fabs(x[i]) >= 1.0 / kMaxScale)) return false;  // (NaN fails too)
+    }
+    return true;
+  };
   for (const engine::ir::Node& node : function.nodes) {
-    if (!continuous_op(node.op) || !node.domain.empty() || !node.regions.empty()) {
+    const bool division =
+        node.op == "Div" && node.inputs.size() == 2 && safe_divisor(node.inputs[1]);
+    if ((!continuous_op(node.op) && !division) || !node.domain.empty() || !node.regions.empty()) {
       return ReferenceVerdict::Skipped;
     }
     // MaxPool's indices jump between equal neighbours.
@@ -156,10 +177,7 @@ ReferenceVerdict check_against_reference(
   for (const Tensor* input : inputs) scale = std::max(scale, scale_of(*input));
   for (const engine::ir::Value& value : function.values) {
     if (value.weight < 0 || static_cast<size_t>(value.weight) >= model.weights.size()) continue;
-    const engine::ir::Weight& w = model.weights[static_cast<size_t>(value.weight)];
-    const size_t index = static_cast<size_t>(value.weight);
-    const uint8_t* bytes = index < weight_data.size() ? weight_data[index].data() : w.data.data();
-    scale = std::max(scale, scale_of(Tensor(w.dtype, w.sizes, const_cast<uint8_t*>(bytes))));
+    scale = std::max(scale, scale_of(weight_tensor(static_cast<size_t>(value.weight))));
   }
   engine::compile::ReferenceLimits limits;
   limits.max_bytes = kMaxReferenceBytes;

@@ -6,8 +6,10 @@
 // re-laid-out) and the reference ones, and a fuzzed graph can amplify it without bound. So the
 // check compares only where the results are well conditioned:
 // - every node's op is one whose result moves continuously, and no more than its inputs' scale,
-//   with its inputs (`continuous_op`): no comparisons, rounding, casts, divisions, logarithms or
-//   roots, whose results jump or blow up when an input moves by a rounding error;
+//   with its inputs (`continuous_op`): no comparisons, rounding, casts, logarithms or roots,
+//   whose results jump or blow up when an input moves by a rounding error. A division is
+//   compared only by a constant float divisor of magnitude at least 1 / kMaxScale everywhere
+//   (its result keeps its dividend's relative error; a divisor near zero would not);
 // - every float the reference run reads or makes (inputs, the weights the function uses, each
 //   node's outputs) is finite and at most kMaxScale in magnitude.
 // There, each float output must be within 1e-3 relative plus kAbsPerScale2 x scale^2 absolute

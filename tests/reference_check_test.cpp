@@ -16,18 +16,24 @@ namespace {
 using namespace test_models;  // NOLINT(google-build-using-namespace): test helpers
 using fuzz::ReferenceVerdict;
 
-// x [2, 8] -> MatMul(W [8, 4]) -> Add(b) -> Relu -> y, or with a Div by 3 after the MatMul.
-ir::Model small_model(bool divide = false) {
+// How small_model divides the MatMul's result, if at all.
+enum class Divide { No, ByThree, ByATiny, ByItsInput };
+
+// x [2, 8] -> MatMul(W [8, 4]) -> Add(b) -> Relu -> y, or with a Div after the MatMul: by a
+// constant 3, a constant 1e-5, or the MatMul's own result.
+ir::Model small_model(Divide divide = Divide::No) {
   ModelBuilder b(9);
   int x = b.input("x", {2, 8});
   int w = b.weight("w", {8, 4});
   int bias = b.weight("b", {4});
   int m = b.value("m", {2, 4}), a = b.value("a", {2, 4}), y = b.value("y", {2, 4});
   b.node("MatMul", {x, w}, {m});
-  if (divide) {
-    int three = b.weight_of("three", {1}, {3.0f});
+  if (divide != Divide::No) {
+    int by = divide == Divide::ByThree   ? b.weight_of("three", {1}, {3.0f})
+             : divide == Divide::ByATiny ? b.weight_of("tiny", {1}, {1e-5f})
+                                         : m;
     int d = b.value("d", {2, 4});
-    b.node("Div", {m, three}, {d});
+    b.node("Div", {m, by}, {d});
     m = d;
   }
   b.node("Add", {m, bias}, {a});
@@ -79,10 +85,19 @@ TEST(ReferenceCheck, AgreesWithACorrectRunAndFindsAWrongElementOrShape) {
 }
 
 TEST(ReferenceCheck, SkipsOpsThatAmplifyRoundingAndValuesPastItsScale) {
-  ir::Model divided = small_model(true);
-  EngineRun r = run_engine(divided);
   std::string detail;
-  EXPECT_EQ(check(divided, r, detail), ReferenceVerdict::Skipped);
+  // A division by a constant of a safe magnitude is compared (and a wrong element found);
+  // by a tiny constant, or by a computed value, it is not.
+  ir::Model by_three = small_model(Divide::ByThree);
+  EngineRun r = run_engine(by_three);
+  EXPECT_EQ(check(by_three, r, detail), ReferenceVerdict::Agree) << detail;
+  r.out[0]->mutable_data_ptr<float>()[3] += 0.5f;
+  EXPECT_EQ(check(by_three, r, detail), ReferenceVerdict::Disagree);
+  for (Divide divide : {Divide::ByATiny, Divide::ByItsInput}) {
+    ir::Model divided = small_model(divide);
+    EngineRun run = run_engine(divided);
+    EXPECT_EQ(check(divided, run, detail), ReferenceVerdict::Skipped);
+  }
   EXPECT_FALSE(fuzz::continuous_op("Div"));
   EXPECT_FALSE(fuzz::continuous_op("Greater"));
   EXPECT_TRUE(fuzz::continuous_op("Conv"));
