@@ -60,6 +60,20 @@ struct Shape {
   int64_t rows, k, n;
 };
 
+// The loops' post-op sets: none, each activation kind (Gelu's two forms), a residual alone
+// and before a Clip, and a Linear after a Sigmoid.
+std::vector<std::vector<PostOp>> every_post_op_set() {
+  return {{},
+          {{PostOpKind::Relu}},
+          {{PostOpKind::Gelu}},
+          {{PostOpKind::Gelu, 1.0f}},
+          {{PostOpKind::AddResidual}},
+          {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}},
+          {{PostOpKind::Sigmoid}, {PostOpKind::Linear, 2.0f, 0.5f}},
+          {{PostOpKind::Tanh}},
+          {{PostOpKind::Swish}}};
+}
+
 // Calls `check(case, expected, shape)` for every shape, 1-3 threads and every post-op set, a
 // bias on every other one, seeds from `seed`.
 template <typename Check>
@@ -89,16 +103,7 @@ TEST(Avx2Gemm, MatchesReferenceOverShapesThreadsBiasAndPostOps) {
   const std::vector<Shape> shapes = {{1, 300, 40},  {3, 513, 17},  {4, 64, 512},   {5, 1, 1},
                                      {6, 7, 16},    {7, 256, 17},  {11, 257, 33},  {13, 600, 15},
                                      {96, 64, 100}, {97, 300, 48}, {200, 513, 70}, {128, 40, 700}};
-  const std::vector<std::vector<PostOp>> post_op_sets = {
-      {},
-      {{PostOpKind::Relu}},
-      {{PostOpKind::Gelu}},
-      {{PostOpKind::Gelu, 1.0f}},
-      {{PostOpKind::AddResidual}},
-      {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}},
-      {{PostOpKind::Sigmoid}, {PostOpKind::Linear, 2.0f, 0.5f}},
-      {{PostOpKind::Tanh}},
-      {{PostOpKind::Swish}}};
+  const std::vector<std::vector<PostOp>> post_op_sets = every_post_op_set();
   for_each_case(shapes, post_op_sets, 9400, [](Case& c, const OwnedTensor& expected, const Shape&) {
     expect_near(c.run(), expected);
     EXPECT_NE(c.description.find(kAvx2), std::string::npos) << c.description;
@@ -281,18 +286,11 @@ TEST(Avx2Gemm, Avx512MatMulOpsMatchReference) {
   if (!avx512_own_runtime_gemm()) GTEST_SKIP() << "the CPU lacks AVX-512";
   const std::vector<Shape> shapes = {{5, 300, 200}, {7, 257, 170},  {24, 256, 64},  {25, 513, 65},
                                      {97, 300, 80}, {128, 40, 700}, {30, 512, 1050}};
-  const std::vector<std::vector<PostOp>> post_op_sets = {
-      {},
-      {{PostOpKind::Relu}},
-      {{PostOpKind::Gelu}},
-      {{PostOpKind::Gelu, 1.0f}},
-      {{PostOpKind::AddResidual}},
-      {{PostOpKind::AddResidual}, {PostOpKind::Clip, -0.5f, 0.5f}},
-      {{PostOpKind::Sigmoid}, {PostOpKind::Linear, 2.0f, 0.5f}}};
-  for_each_case(shapes, post_op_sets, 9800, [](Case& c, const OwnedTensor& expected, const Shape&) {
-    expect_near(c.run(), expected);
-    EXPECT_NE(c.description.find(kAvx512), std::string::npos) << c.description;
-  });
+  for_each_case(shapes, every_post_op_set(), 9800,
+                [](Case& c, const OwnedTensor& expected, const Shape&) {
+                  expect_near(c.run(), expected);
+                  EXPECT_NE(c.description.find(kAvx512), std::string::npos) << c.description;
+                });
   // A Gemm by B given transposed, beta scaling its bias, on the same tiles; alpha other than 1
   // on oneDNN's kernels (the tiles scale nothing).
   uint32_t seed = 9900;
