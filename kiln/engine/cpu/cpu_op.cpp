@@ -31,6 +31,7 @@ Factory find_factory(const std::string& op) {
   if (op == "LSTM" || op == "GRU") return create_rnn;
   if (op == "Where") return create_where;
   if (op == "Transpose") return create_transpose;
+  if (op == "Split") return create_split;
   if (op == "RMSNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {
     return create_row_norm;
   }

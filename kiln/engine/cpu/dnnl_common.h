@@ -285,6 +285,9 @@ Result<std::unique_ptr<CpuOp>> create_where(const OpDesc& desc);
 /// Transpose (any dtype of 1, 2, 4 or 8 bytes) on kiln's own loops (transpose_op.cpp): rows
 /// copied, or 16 x 16 tiles where the innermost dimension moves.
 Result<std::unique_ptr<CpuOp>> create_transpose(const OpDesc& desc);
+/// Split (any dtype, known output sizes along any axis) on kiln's own loops (split_op.cpp):
+/// each output's rows copied out of the input's.
+Result<std::unique_ptr<CpuOp>> create_split(const OpDesc& desc);
 /// RMSNormalization (f32, constant f32 scale), InstanceNormalization and GroupNormalization
 /// (f32, constant f32 scale and B), LayerNormalization (constant scale and optional B, no
 /// post-ops), Softmax and LogSoftmax (the last axis, no post-ops) on RuntimeRows' loops
