@@ -272,10 +272,12 @@ Result<std::unique_ptr<CpuOp>> create_avx512_matmul(const OpDesc& desc);
 /// A 2-D Conv of at most 8 output channels (stride and dilation 1, one group, constant W and B)
 /// on kiln's own loops over output pixels (narrow_conv.cpp); NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);
-/// A 1x1 Conv (2-D, any strides, no pads, one group, at least 16 input channels) in
-/// ActivationLayout::Blocked on kiln's own loops over nChw16c (pointwise_conv.cpp), with the
-/// loops' post-ops and one residual; NotSupported for any other Conv.
-Result<std::unique_ptr<CpuOp>> create_pointwise_conv(const OpDesc& desc);
+/// A 2-D Conv of one group and at least 16 input channels in ActivationLayout::Blocked on kiln's
+/// own loops over nChw16c (blocked_conv.cpp, conv_loops.cpp), with the loops' post-ops and one
+/// residual: a 1x1 Conv of any strides and no pads, or a Conv of taps (any kernel and pads,
+/// horizontal stride 1 or 2, no dilation) not given to Winograd's kernels (OpDesc::winograd);
+/// NotSupported for any other Conv.
+Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc);
 /// MaxPool and AveragePool (2-D, f32) on kiln's own loops (pool_loops.cpp): small inputs in a
 /// producer's nChw16c or nhwc, read and written natively, and with `plain` any other input
 /// (plain NCHW); NotSupported for any other pool (oneDNN's op takes it).

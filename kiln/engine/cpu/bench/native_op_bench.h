@@ -1,4 +1,4 @@
-// Shared by the benchmarks of ops among blocked ones (pointwise_bench.cpp, winograd_bench.cpp):
+// Shared by the benchmarks of ops among blocked ones (blocked_conv_bench.cpp, winograd_bench.cpp):
 // an op run on values in its own layouts, as inside a model. Include from benchmark sources.
 #pragma once
 

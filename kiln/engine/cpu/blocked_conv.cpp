@@ -1,14 +1,18 @@
-// 1x1 Convs (no pads, one group) among blocked Convs on loops of kiln's own, compiled
-// ahead of time. oneDNN generates the code of each of its 1x1 kernels when the primitive is
-// created, 0.1-0.5 ms apiece: MobileNet-V2's 34 pointwise Convs took 3.9 ms of a warm load of
+// Convs of one group among blocked Convs on loops of kiln's own (conv_loops.cpp), compiled
+// ahead of time: 1x1 Convs, and Convs of taps (stride 1 or 2, no dilation) where these loops run
+// them near oneDNN's speed. oneDNN generates the code of each of its 1x1 kernels when the primitive
+// is created, 0.1-0.5 ms apiece: MobileNet-V2's 34 pointwise Convs took 3.9 ms of a warm load of
 // about 10, SqueezeNet's 3.7 of 8-10, more than everything else in the load together. These
 // loops read and write nChw16c, as oneDNN's kernel does there, so their neighbours hand values
 // over unconverted: each output vector is 16 output channels of one pixel, a tile is up to
 // kTilePixels pixels by two such vectors, and each input channel's value of a pixel is
 // broadcast against the weights of those 32 output channels. Biases, the loops' post-ops and
-// one residual (in the output's layout) are applied before the store. A strided Conv's input
-// pixels are first copied one after another (a ResNet's downsampling projections).
+// one residual (in the output's layout) are applied before the store. A strided 1x1 Conv's
+// input pixels are first copied one after another (a ResNet's downsampling projections).
+// oneDNN's direct 3x3 kernels take 0.1-1 ms each to generate (OCR detection's ten took 3.5 ms of
+// a first run at 1 thread); these loops generate nothing.
 
+#include <kiln/engine/cpu/conv_loops.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/dnnl_staged.h>
 #include <kiln/engine/cpu/loop_epilogue.h>
@@ -27,180 +31,11 @@ namespace {
 using dnnl::memory;
 using namespace vec;  // NOLINT: the vector helpers of the loops below
 
-constexpr int kTilePixels = 12;
-// Larger outputs go to oneDNN's kernel, which writes them faster: MobileNet-V2's 16 -> 96 at
-// 112 x 112 (4.8 MB) took 0.37 ms on these loops against 0.22 (`kiln bench --profile`).
+constexpr int kTilePixels = 12;  // conv_loops.cpp's
+// Larger outputs of 1x1 Convs go to oneDNN's kernel, which writes them faster: MobileNet-V2's
+// 16 -> 96 at 112 x 112 (4.8 MB) took 0.37 ms on these loops against 0.22 (`kiln bench
+// --profile`).
 constexpr double kMaxOutputBytes = 2 << 20;
-
-// One run's work, in plain values.
-struct Job {
-  const float* x = nullptr;         // [N][C16 / 16][HW][16]
-  const float* w = nullptr;         // [OB][C16][16]: one input channel's 16 weights together
-  const float* bias = nullptr;      // [OB x 16], or null
-  const float* residual = nullptr;  // the output's layout, or null
-  float* y = nullptr;               // [N][OB][HW][16]
-  int64_t channels = 0, c16 = 0, blocks_out = 0, pixels = 0;
-  const PostOp* ops = nullptr;
-  size_t num_ops = 0;
-  // 1 for each lane of the last output block that is a channel, 0 for its padding (which the
-  // loops write zero, whatever the post-ops make of a zero sum).
-  const float* last_lanes = nullptr;
-};
-
-// The tile's accumulators, named (an array of vectors would stay in memory).
-#define KILN_PW_PIXELS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-
-// `...` for each accumulator of the tile, as `v` (a##p for block 0, b##p for block 1) with
-// `px` its pixel in the tile and `k` its block (0 or 1).
-#define KILN_PW_ON(p, ...)                                \
-  if constexpr (kP > (p)) {                               \
-    {                                                     \
-      Floats& v = a##p;                                   \
-      [[maybe_unused]] constexpr int64_t px = (p), k = 0; \
-      __VA_ARGS__;                                        \
-    }                                                     \
-    if constexpr (kBlocks > 1) {                          \
-      Floats& v = b##p;                                   \
-      [[maybe_unused]] constexpr int64_t px = (p), k = 1; \
-      __VA_ARGS__;                                        \
-    }                                                     \
-  }
-#define KILN_PW_EACH(...)                                                              \
-  KILN_PW_ON(0, __VA_ARGS__)                                                           \
-  KILN_PW_ON(1, __VA_ARGS__)                                                           \
-  KILN_PW_ON(2, __VA_ARGS__)                                                           \
-  KILN_PW_ON(3, __VA_ARGS__)                                                           \
-  KILN_PW_ON(4, __VA_ARGS__) KILN_PW_ON(5, __VA_ARGS__) KILN_PW_ON(6, __VA_ARGS__)     \
-      KILN_PW_ON(7, __VA_ARGS__) KILN_PW_ON(8, __VA_ARGS__) KILN_PW_ON(9, __VA_ARGS__) \
-          KILN_PW_ON(10, __VA_ARGS__) KILN_PW_ON(11, __VA_ARGS__)
-
-// Output blocks [ob, ob + kBlocks) of pixels [p0, p0 + kP) of image n.
-template <int kP, int kBlocks>
-[[gnu::always_inline]] inline void pointwise_tile(const Job& j, int64_t n, int64_t ob, int64_t p0) {
-  static_assert(kP <= kTilePixels && kBlocks >= 1 && kBlocks <= 2);
-#define KILN_PW_DECLARE(p) Floats a##p = {}, b##p = {};
-  KILN_PW_PIXELS(KILN_PW_DECLARE)
-#undef KILN_PW_DECLARE
-  const int64_t in_blocks = j.c16 / kLanes;
-  const float* image = j.x + n * in_blocks * j.pixels * kLanes + p0 * kLanes;
-  const float* w0 = j.w + ob * j.c16 * kLanes;
-  const float* w1 = w0 + j.c16 * kLanes;
-  // The input channels that are there: the last block's padding lanes are skipped.
-  for (int64_t ib = 0; ib < in_blocks; ++ib) {
-    const float* xb = image + ib * j.pixels * kLanes;
-    const float* wb0 = w0 + ib * kLanes * kLanes;
-    const float* wb1 = w1 + ib * kLanes * kLanes;
-    const int64_t lanes = std::min<int64_t>(kLanes, j.channels - ib * kLanes);
-    for (int64_t l = 0; l < lanes; ++l) {
-      const Floats v0 = load(wb0 + l * kLanes);
-      Floats v1{};
-      if constexpr (kBlocks > 1) v1 = load(wb1 + l * kLanes);
-        // (A scalar times a vector: the compiler broadcasts it from memory for both FMAs.)
-#define KILN_PW_FMA(p)                         \
-  if constexpr (kP > (p)) {                    \
-    const float s = xb[(p)*kLanes + l];        \
-    a##p += v0 * s;                            \
-    if constexpr (kBlocks > 1) b##p += v1 * s; \
-  }
-      KILN_PW_PIXELS(KILN_PW_FMA)
-#undef KILN_PW_FMA
-    }
-  }
-  // Biases, then the post-ops in order, each over the whole tile.
-  const int64_t at0 = ((n * j.blocks_out + ob) * j.pixels + p0) * kLanes;
-  const int64_t block_floats = j.pixels * kLanes;
-  if (j.bias != nullptr) {
-    const Floats bias0 = load(j.bias + ob * kLanes);
-    Floats bias1{};
-    if constexpr (kBlocks > 1) bias1 = load(j.bias + (ob + 1) * kLanes);
-    KILN_PW_EACH(v += k == 0 ? bias0 : bias1)
-  }
-  for (size_t i = 0; i < j.num_ops; ++i) {
-    const PostOp& op = j.ops[i];
-    switch (op.kind) {
-      case PostOpKind::Relu: {
-        const Floats zero{};
-        KILN_PW_EACH(v = v < zero ? zero : v)
-        break;
-      }
-      case PostOpKind::Clip: {
-        const Floats lo = splat(op.alpha), hi = splat(op.beta);
-        KILN_PW_EACH(v = v < lo ? lo : v; v = v > hi ? hi : v)
-        break;
-      }
-      case PostOpKind::Sigmoid:
-        KILN_PW_EACH(v = sigmoid(v))
-        break;
-      case PostOpKind::Tanh:
-        KILN_PW_EACH(v = tanh_of(v))
-        break;
-      case PostOpKind::Swish:
-        KILN_PW_EACH(v = v * sigmoid(v))
-        break;
-      case PostOpKind::Linear: {
-        const Floats alpha = splat(op.alpha), beta = splat(op.beta);
-        KILN_PW_EACH(v = v * alpha + beta)
-        break;
-      }
-      case PostOpKind::AddResidual: {
-        const float* r = j.residual + at0;
-        KILN_PW_EACH(v += load(r + k * block_floats + px * kLanes))
-        break;
-      }
-      case PostOpKind::Gelu:
-        break;  // declined at creation
-    }
-  }
-  if (ob + kBlocks == j.blocks_out && j.last_lanes != nullptr) {
-    const Floats keep = load(j.last_lanes);
-    const Floats zero{};
-    KILN_PW_EACH(if (k == kBlocks - 1) v = keep > zero ? v : zero)
-  }
-  float* out = j.y + at0;
-  KILN_PW_EACH(store(out + k * block_floats + px * kLanes, v))
-}
-
-// The tile of `count` (1 to kTilePixels) pixels from p of blocks [ob, ob + kBlocks).
-template <int kBlocks>
-[[gnu::always_inline]] inline void pointwise_tiles(const Job& j, int64_t n, int64_t ob, int64_t p,
-                                                   int64_t count) {
-  switch (count) {
-#define KILN_PW_COUNT(c)                     \
-  case c:                                    \
-    pointwise_tile<c, kBlocks>(j, n, ob, p); \
-    break;
-    KILN_PW_COUNT(1)
-    KILN_PW_COUNT(2)
-    KILN_PW_COUNT(3)
-    KILN_PW_COUNT(4)
-    KILN_PW_COUNT(5) KILN_PW_COUNT(6) KILN_PW_COUNT(7) KILN_PW_COUNT(8) KILN_PW_COUNT(9)
-        KILN_PW_COUNT(10) KILN_PW_COUNT(11) KILN_PW_COUNT(12)
-#undef KILN_PW_COUNT
-            default : break;
-  }
-}
-
-// Weights of this many bytes are taken together over the pixels (so each pixel tile, read
-// once into L1, meets all of them while they stay in L1 or L2).
-constexpr int64_t kChunkWeightBytes = 32 << 10;
-
-// Output blocks [ob_begin, ob_end) of pixels [p_begin, p_end) of image n: chunks of output
-// blocks whose weights fit kChunkWeightBytes, and in each, every pixel tile against every
-// pair of its blocks.
-KILN_VECTOR_CLONES void pointwise_range(const Job& j, int64_t n, int64_t ob_begin, int64_t ob_end,
-                                        int64_t p_begin, int64_t p_end) {
-  const int64_t block_bytes = j.c16 * kLanes * static_cast<int64_t>(sizeof(float));
-  const int64_t chunk = std::max<int64_t>(2, kChunkWeightBytes / block_bytes / 2 * 2);
-  for (int64_t c0 = ob_begin; c0 < ob_end; c0 += chunk) {
-    const int64_t c1 = std::min(ob_end, c0 + chunk);
-    for (int64_t p = p_begin; p < p_end; p += kTilePixels) {
-      const int64_t count = std::min<int64_t>(kTilePixels, p_end - p);
-      int64_t ob = c0;
-      for (; ob + 2 <= c1; ob += 2) pointwise_tiles<2>(j, n, ob, p, count);
-      if (ob < c1) pointwise_tiles<1>(j, n, ob, p, count);
-    }
-  }
-}
 
 // nChw16c from plain NCHW ([n][c][hw] to [n][c / 16][hw][16], padding zero) and back.
 void to_blocked(const float* plain, float* blocked, int64_t n, int64_t c, int64_t hw) {
@@ -262,13 +97,24 @@ class PointwiseConvOp final : public CpuOp {
     return Status();
   }
 
+  // The input with its side pads (pad_columns), taken from storage shared with other ops.
+  uint64_t scratchpad_bytes() const override {
+    return padded_w_ == 0 ? 0
+                          : static_cast<uint64_t>(in_sizes_[0] * c16_ * in_sizes_[2] * padded_w_) *
+                                sizeof(float);
+  }
+  void use_scratchpad(void* data) override {
+    padded_ = static_cast<float*>(data);
+    own_padded_ = {};
+  }
+
   Status finish() override {
     // Blocked copies of what is given (or wanted) plain.
     const int64_t n = in_sizes_[0];
     const int64_t out_floats = n * blocks_out_ * kLanes * pixels_;
     if (!native_in_)
       x_blocked_.assign(static_cast<size_t>(n * c16_ * in_sizes_[2] * in_sizes_[3]), 0.0f);
-    if (strided()) x_stage_.assign(static_cast<size_t>(n * c16_ * pixels_), 0.0f);
+    if (strided() && !spatial_) x_stage_.assign(static_cast<size_t>(n * c16_ * pixels_), 0.0f);
     if (!native_out_) y_stage_.assign(static_cast<size_t>(out_floats), 0.0f);
     if (has_residual_ && !native_residual_) r_stage_.assign(static_cast<size_t>(out_floats), 0.0f);
     finished_ = true;
@@ -286,13 +132,13 @@ class PointwiseConvOp final : public CpuOp {
     }
     if (!finished_) KILN_RETURN_IF_ERROR(finish());
     const int64_t n = in_sizes_[0], c = in_sizes_[1], o = outputs_[0].sizes[1];
-    Job j;
+    ConvJob j;
     j.x = static_cast<const float*>(inputs[0]->data());
     if (!native_in_) {
       to_blocked(j.x, x_blocked_.data(), n, c, in_sizes_[2] * in_sizes_[3]);
       j.x = x_blocked_.data();
     }
-    if (strided()) {
+    if (strided() && !spatial_) {
       subsample(j.x, x_stage_.data());
       j.x = x_stage_.data();
     }
@@ -311,14 +157,55 @@ class PointwiseConvOp final : public CpuOp {
     j.c16 = c16_;
     j.blocks_out = blocks_out_;
     j.pixels = pixels_;
+    j.in_h = in_sizes_[2];
+    j.in_w = in_sizes_[3];
+    j.out_h = outputs_[0].sizes[2];
+    j.out_w = outputs_[0].sizes[3];
+    if (padded_w_ != 0) {
+      if (padded_ == nullptr) {  // no storage shared with other ops (use_scratchpad): its own
+        own_padded_.resize(scratchpad_bytes() / sizeof(float));
+        padded_ = own_padded_.data();
+      }
+      pad_columns(j.x, padded_);
+      j.x = padded_;
+      j.in_w = padded_w_;
+    }
+    if (spatial_) {
+      j.kernel_h = kernel_h_;
+      j.kernel_w = kernel_w_;
+      j.stride_h = stride_h_;
+      j.stride_w = stride_w_;
+      j.pad_top = pad_top_;
+      j.pad_left = padded_w_ != 0 ? 0 : pad_left_;
+    }
     j.ops = post_ops_.data();
     j.num_ops = post_ops_.size();
     j.last_lanes = last_lanes_.empty() ? nullptr : last_lanes_.data();
     // Threads split the pairs of output blocks when they divide evenly, else the pixels (in
-    // whole tiles where there are enough).
+    // whole tiles where there are enough; a Conv of taps, the rows).
     const int64_t pairs = (blocks_out_ + 1) / 2;
     const int parts = std::max(1, num_threads_);
     const bool by_blocks = pairs % parts == 0 || pairs >= 4 * parts;
+    if (spatial_) {
+      const int64_t rows = j.out_h;
+      for (int64_t i = 0; i < n; ++i) {
+        if (parts == 1) {
+          spatial_range(j, i, 0, blocks_out_, 0, rows);
+          continue;
+        }
+#pragma omp parallel for num_threads(parts) schedule(static)
+        for (int t = 0; t < parts; ++t) {
+          if (by_blocks && rows < 4 * parts) {
+            spatial_range(j, i, std::min(blocks_out_, 2 * (pairs * t / parts)),
+                          std::min(blocks_out_, 2 * (pairs * (t + 1) / parts)), 0, rows);
+          } else {
+            spatial_range(j, i, 0, blocks_out_, rows * t / parts, rows * (t + 1) / parts);
+          }
+        }
+      }
+      if (!native_out_) from_blocked(y_stage_.data(), y, n, o, pixels_);
+      return Status();
+    }
     const int64_t tiles = (pixels_ + kTilePixels - 1) / kTilePixels;
     auto pixel_at = [&](int64_t t) {
       return tiles >= 2 * parts ? std::min(pixels_, tiles * t / parts * kTilePixels)
@@ -364,6 +251,25 @@ class PointwiseConvOp final : public CpuOp {
     }
   }
 
+  // The input's rows with pad_left_ zero columns before and the rest of padded_w_ after, so
+  // that every output column's taps are inside: the loops' whole tiles, none of one pixel
+  // (which read all of the weights for two sums each).
+  void pad_columns(const float* x, float* padded) const {
+    const int64_t in_w = in_sizes_[3];
+    const int64_t rows = in_sizes_[0] * (c16_ / kLanes) * in_sizes_[2];
+    const size_t row_bytes = sizeof(float) * static_cast<size_t>(in_w * kLanes);
+    const size_t left = sizeof(float) * static_cast<size_t>(pad_left_ * kLanes);
+    const size_t right =
+        sizeof(float) * static_cast<size_t>((padded_w_ - pad_left_ - in_w) * kLanes);
+#pragma omp parallel for num_threads(num_threads_) schedule(static) if (rows * in_w >= 4096)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = padded + r * padded_w_ * kLanes;
+      std::memset(row, 0, left);
+      std::memcpy(row + pad_left_ * kLanes, x + r * in_w * kLanes, row_bytes);
+      std::memset(row + (pad_left_ + in_w) * kLanes, 0, right);
+    }
+  }
+
   static memory::desc blocked_md(const std::vector<int64_t>& sizes) {
     return memory::desc(to_dims(sizes), memory::data_type::f32, memory::format_tag::aBcd16b);
   }
@@ -374,6 +280,12 @@ class PointwiseConvOp final : public CpuOp {
   std::vector<PostOp> post_ops_;
   int64_t c16_ = 0, blocks_out_ = 0, pixels_ = 0;  // pixels_: the output's
   int64_t stride_h_ = 1, stride_w_ = 1;
+  // A Conv of taps (conv_loops.h's spatial_range) rather than a 1x1 one.
+  bool spatial_ = false;
+  int64_t kernel_h_ = 1, kernel_w_ = 1, pad_top_ = 0, pad_left_ = 0;
+  int64_t padded_w_ = 0;     // the input's rows copied with their side pads (pad_columns), or 0
+  float* padded_ = nullptr;  // where: the shared scratchpad, or own_padded_
+  std::vector<float> own_padded_;
   int num_threads_ = 1;
   bool has_residual_ = false;
   size_t residual_index_ = 0;
@@ -398,10 +310,9 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
                p.kind == PostOpKind::AddResidual;
       });
   if (desc.op != "Conv" || desc.activation_layout != ActivationLayout::Blocked || x.size() != 4 ||
-      ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || x[1] < kLanes || !all_float(desc) ||
-      !post_ops_ok || residuals > 1) {
+      ws.size() != 4 || x[1] < kLanes || !all_float(desc) || !post_ops_ok || residuals > 1) {
     return error(desc, Error::NotSupported,
-                 "not a blocked 2-D f32 1x1 Conv of 16 or more input channels with the loops' "
+                 "not a blocked 2-D f32 Conv of 16 or more input channels with the loops' "
                  "post-ops");
   }
   const runtime::Tensor* w = input_constant(desc, 1);
@@ -416,13 +327,23 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
   // (A strided Conv's end pads are negative where it leaves the last rows or columns unread.)
   const bool no_end_pads =
       std::all_of(pad_end.begin(), pad_end.end(), [](int64_t e) { return e <= 0; });
-  if (group != 1 || !all(dilations, 0) || !all(pad_begin, 0) || !no_end_pads) {
-    return error(desc, Error::NotSupported, "groups, dilations or pads");
+  const bool pointwise = ws[2] == 1 && ws[3] == 1 && all(pad_begin, 0) && no_end_pads;
+  if (group != 1 || !all(dilations, 0)) {
+    return error(desc, Error::NotSupported, "groups or dilations");
+  }
+  if (!pointwise && desc.winograd) {
+    return error(desc, Error::NotSupported,
+                 "a Conv given to Winograd's kernels (2.25 times fewer multiplies than taps)");
+  }
+  if (!pointwise && strides[1] != 1 && strides[1] != 2) {
+    return error(
+        desc, Error::NotSupported,
+        "a horizontal stride of " + std::to_string(strides[1]) + " (the loops take 1 or 2)");
   }
   const int64_t c = x[1], o = ws[0];
-  if (static_cast<double>(out[0]) * static_cast<double>(o) * static_cast<double>(out[2] * out[3]) *
-          sizeof(float) >
-      kMaxOutputBytes) {
+  if (pointwise && static_cast<double>(out[0]) * static_cast<double>(o) *
+                           static_cast<double>(out[2] * out[3]) * sizeof(float) >
+                       kMaxOutputBytes) {
     return error(desc, Error::NotSupported,
                  "an output over 2 MB (oneDNN's kernel writes it faster)");
   }
@@ -434,6 +355,16 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
   op->pixels_ = out[2] * out[3];
   op->stride_h_ = strides[0];
   op->stride_w_ = strides[1];
+  op->spatial_ = !pointwise;
+  op->kernel_h_ = ws[2];
+  op->kernel_w_ = ws[3];
+  op->pad_top_ = pad_begin[0];
+  op->pad_left_ = pad_begin[1];
+  // The width the last output column's taps reach, from the first pad column.
+  const int64_t reach = (out[3] - 1) * strides[1] + ws[3];
+  if (!pointwise && (pad_begin[1] > 0 || reach > pad_begin[1] + x[3])) {
+    op->padded_w_ = std::max(reach, pad_begin[1] + x[3]);
+  }
   op->num_threads_ = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
   op->post_ops_ = desc.post_ops;
   op->has_residual_ = residuals == 1;
@@ -454,31 +385,44 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
     bias.resize(static_cast<size_t>(op->blocks_out_ * kLanes), 0.0f);
     op->bias_ = std::move(bias);
   }
-  // W [O, C, 1, 1] as [OB][C16][16]: for each block of 16 output channels, the 16 weights of
-  // each input channel side by side (padding zero).
+  // W [O, C, KH, KW] as [OB][C16 / 16][KH][KW][16][16]: for each block of 16 output channels,
+  // each block of input channels and each tap, the 16 weights of each input channel side by
+  // side (padding zero). For a 1x1 Conv, [OB][C16][16].
   const auto* source = static_cast<const float*>(w->data());
-  const int64_t c16 = op->c16_, blocks = op->blocks_out_;
+  const int64_t c16 = op->c16_, blocks = op->blocks_out_, taps = ws[2] * ws[3];
+  const size_t packed = static_cast<size_t>(blocks * c16 * taps * kLanes);
   KILN_ASSIGN_OR_RETURN(
-      op->weights_,
-      pack_floats(
-          desc, 1, "kiln f32 W 1x1 [O/16][C16][16]", static_cast<size_t>(blocks * c16 * kLanes),
-          [&](float* to) {
-            std::fill(to, to + blocks * c16 * kLanes, 0.0f);
-            for (int64_t oc = 0; oc < o; ++oc) {
-              for (int64_t ic = 0; ic < c; ++ic) {
-                to[((oc / kLanes) * c16 + ic) * kLanes + oc % kLanes] = source[oc * c + ic];
-              }
-            }
-          },
-          op->own_weights_));
-  op->describe_ = "kiln pointwise Conv (own loops: nChw16c, " + std::to_string(kTilePixels) +
-                  " pixels x 32 channels a tile)";
+      op->weights_, pack_floats(
+                        desc, 1,
+                        pointwise ? "kiln f32 W 1x1 [O/16][C16][16]"
+                                  : "kiln f32 W [O/16][C16/16][KH][KW][16][16]",
+                        packed,
+                        [&](float* to) {
+                          std::fill(to, to + packed, 0.0f);
+                          for (int64_t oc = 0; oc < o; ++oc) {
+                            for (int64_t ic = 0; ic < c; ++ic) {
+                              for (int64_t t = 0; t < taps; ++t) {
+                                const int64_t at =
+                                    (((oc / kLanes) * (c16 / kLanes) + ic / kLanes) * taps + t) *
+                                        kLanes * kLanes +
+                                    (ic % kLanes) * kLanes + oc % kLanes;
+                                to[at] = source[(oc * c + ic) * taps + t];
+                              }
+                            }
+                          }
+                        },
+                        op->own_weights_));
+  op->describe_ = pointwise ? "kiln pointwise Conv (own loops: nChw16c, " +
+                                  std::to_string(kTilePixels) + " pixels x 32 channels a tile)"
+                            : "kiln Conv " + std::to_string(ws[2]) + "x" + std::to_string(ws[3]) +
+                                  " (own loops: nChw16c, " + std::to_string(kTilePixels) +
+                                  " pixels of a row x 32 channels a tile)";
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<CpuOp>> create_pointwise_conv(const OpDesc& desc) {
+Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc) {
   return PointwiseConvOp::create(desc);
 }
 

@@ -1,9 +1,12 @@
-// 1x1 Convs among blocked Convs on kiln's loops (pointwise_conv.cpp) against the reference
-// kernel on seeded random data: channel counts around the blocks of 16 and the pairs of blocks,
-// pixel counts around the tiles of 12, batches, biases, post-ops with a residual before or
-// after an activation, threads; nChw16c in, out and residual, each native or plain; and the
-// Convs they leave to oneDNN.
-
+// Convs among blocked Convs on kiln's loops (blocked_conv.cpp, conv_loops.cpp) against the
+// reference kernel on seeded random data.
+// - 1x1 Convs: channel counts around the blocks of 16 and the pairs of blocks, pixel counts
+//   around the tiles of 12, batches, biases, post-ops with a residual before or after an
+//   activation, threads; nChw16c in, out and residual, each native or plain.
+// - Convs of taps: kernel sizes, strides 1 and 2, pads of every side (columns whose taps reach
+//   past the input's edges, rows with none inside), row widths around the tiles; the padded
+//   input in storage shared with other ops.
+// - The Convs they leave to oneDNN.
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/test/blocked16.h>
 #include <kiln/engine/cpu/test/op_case.h>
@@ -12,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,7 @@ using runtime::ScalarType;
 using runtime::Tensor;
 
 constexpr const char* kPointwise = "kiln pointwise Conv";
+constexpr const char* kOwnConv = "kiln Conv ";
 
 // The loops' op for `c` (its constants bound as `Case::create` binds them), not through
 // CpuOp::create, which gives Convs of little work to the small loops.
@@ -32,7 +37,7 @@ runtime::Result<std::unique_ptr<CpuOp>> create_loops(Case& c) {
     c.desc.constants.push_back(c.constant_flags[i] && c.inputs[i] ? &c.inputs[i]->tensor()
                                                                   : nullptr);
   }
-  return dnnl_impl::create_pointwise_conv(c.desc);
+  return dnnl_impl::create_blocked_conv(c.desc);
 }
 
 struct Shape {
@@ -205,13 +210,6 @@ TEST(PointwiseConv, LeavesOtherConvsToOneDnn) {
     std::vector<PostOp> post_ops;
   };
   const std::vector<Other> others = {
-      {"3x3", {1, 64, 14, 14}, {64, 64, 3, 3}, {}, ActivationLayout::Blocked, {}},
-      {"pads",
-       {1, 64, 14, 14},
-       {64, 64, 1, 1},
-       {ints("pads", {1, 1, 1, 1})},
-       ActivationLayout::Blocked,
-       {}},
       {"groups",
        {1, 64, 14, 14},
        {64, 32, 1, 1},
@@ -245,6 +243,205 @@ TEST(PointwiseConv, LeavesOtherConvsToOneDnn) {
     auto op = c.create();
     ASSERT_TRUE(op.ok()) << op.status();
     EXPECT_EQ((*op)->describe().find(kPointwise), std::string::npos) << (*op)->describe();
+  }
+}
+
+struct Geometry {
+  int64_t batch, channels, out_channels, height, width;
+  int64_t kernel_h = 3, kernel_w = 3, stride = 1;
+  std::vector<int64_t> pads = {1, 1, 1, 1};  // top, left, bottom, right
+  int64_t stride_h = 0;                      // 0: `stride`
+};
+
+std::string name_of(const Geometry& g) {
+  std::string pads;
+  for (int64_t p : g.pads) pads += std::to_string(p);
+  return "N" + std::to_string(g.batch) + " " + std::to_string(g.channels) + "->" +
+         std::to_string(g.out_channels) + " " + std::to_string(g.height) + "x" +
+         std::to_string(g.width) + " k" + std::to_string(g.kernel_h) + "x" +
+         std::to_string(g.kernel_w) + " s" + std::to_string(g.stride) + " pads " + pads;
+}
+
+// A Conv of taps: X, W, optionally B and a residual; `expected` from the reference convolution
+// and post-ops.
+struct SpatialCase {
+  Case c{"Conv", {}};
+  OwnedTensor expected = zeros({0});
+  std::vector<int64_t> out;
+
+  SpatialCase(const Geometry& g, bool bias, const std::vector<PostOp>& post_ops, int threads,
+              uint32_t& seed) {
+    kernels::ConvOptions options;
+    const int64_t stride_h = g.stride_h != 0 ? g.stride_h : g.stride;
+    options.strides = {stride_h, g.stride};
+    options.pads = {g.pads[0], g.pads[1], g.pads[2], g.pads[3]};
+    c.desc.attributes = {ints("strides", options.strides), ints("pads", options.pads)};
+    c.desc.small_ops_own_loops = true;
+    c.desc.activation_layout = ActivationLayout::Blocked;
+    c.desc.num_threads = threads;
+    c.add(random_tensor({g.batch, g.channels, g.height, g.width}, seed++), false);
+    c.add(random_tensor({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, seed++, -0.3, 0.3),
+          true);
+    if (bias) c.add(random_tensor({g.out_channels}, seed++), true);
+    out = {g.batch, g.out_channels, (g.height + g.pads[0] + g.pads[2] - g.kernel_h) / stride_h + 1,
+           (g.width + g.pads[1] + g.pads[3] - g.kernel_w) / g.stride + 1};
+    expected = zeros(out);
+    EXPECT_TRUE(
+        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
+            .ok());
+    std::vector<const Tensor*> residuals;
+    for (const PostOp& p : post_ops) {
+      if (p.kind != PostOpKind::AddResidual) continue;
+      c.add(random_tensor(out, seed++), false);
+      residuals.push_back(&c.inputs.back()->tensor());
+    }
+    apply_post_ops(post_ops, residuals, expected);
+    c.desc.post_ops = post_ops;
+  }
+};
+
+TEST(BlockedConv, TapsMatchTheReferenceOverGeometriesPostOpsAndThreads) {
+  const std::vector<Geometry> geometries = {
+      {1, 16, 16, 5, 5},                            // one block each way, all edges
+      {1, 24, 48, 7, 13},                           // a padded input block, a pair and one
+      {2, 40, 50, 9, 30},                           // a batch, partial blocks, 2 tiles + tail
+      {1, 32, 32, 14, 14, 3, 3, 2},                 // stride 2
+      {1, 16, 20, 15, 27, 3, 3, 2, {1, 1, 1, 1}},   // stride 2, odd sizes
+      {1, 48, 16, 6, 8, 5, 5, 1, {2, 2, 2, 2}},     // 5x5
+      {1, 16, 32, 6, 9, 1, 3, 1, {0, 1, 0, 1}},     // 1x3
+      {1, 16, 32, 9, 6, 3, 1, 1, {1, 0, 1, 0}},     // 3x1
+      {1, 16, 16, 8, 8, 3, 3, 1, {0, 0, 0, 0}},     // no pads
+      {1, 16, 16, 4, 4, 3, 3, 1, {2, 3, 0, 1}},     // uneven pads, rows with no tap inside
+      {1, 32, 16, 10, 7, 7, 7, 2, {3, 3, 3, 3}},    // a 7x7 stem of stride 2
+      {1, 16, 16, 9, 9, 3, 3, 2, {1, 1, 1, 1}, 3},  // vertical stride 3
+      {1, 16, 16, 3, 3, 3, 3, 1, {4, 4, 4, 4}},     // pads past the kernel: columns of none
+      {1, 272, 40, 5, 5},                           // many input channels, the last padded
+      {1, 16, 24, 5, 6, 1, 1, 1, {1, 1, 1, 1}},     // a 1x1 Conv with pads
+  };
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Clip, 0.0f, 6.0f}},
+      {{PostOpKind::Sigmoid}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}},
+  };
+  uint32_t seed = 5700;
+  for (int threads : {1, 2}) {
+    for (const Geometry& g : geometries) {
+      for (bool bias : {true, false}) {
+        for (const auto& post_ops : post_op_sets) {
+          SCOPED_TRACE(name_of(g) + (bias ? " bias" : "") + post_ops_name(post_ops) + ", " +
+                       std::to_string(threads) + " thread(s)");
+          SpatialCase s(g, bias, post_ops, threads, seed);
+          auto op = create_loops(s.c);
+          ASSERT_TRUE(op.ok()) << op.status();
+          EXPECT_NE((*op)->describe().find(kOwnConv), std::string::npos) << (*op)->describe();
+          expect_near(s.c.run(**op), s.expected);
+        }
+      }
+    }
+  }
+}
+
+// Its neighbours hand it nChw16c: the input and the output each given natively or plain; the
+// output's padding lanes are written zero; the padded input's storage is shared.
+TEST(BlockedConv, TapsReadAndWriteNChw16cNativelyOrPlain) {
+  uint32_t seed = 5900;
+  for (int native = 0; native < 4; ++native) {
+    const bool native_in = (native & 1) != 0, native_out = (native & 2) != 0;
+    SCOPED_TRACE(std::string(native_in ? "native in " : "plain in ") +
+                 (native_out ? "native out" : "plain out"));
+    SpatialCase s({2, 40, 24, 7, 9}, true, {{PostOpKind::Sigmoid}}, 2, seed);
+    auto op_or = create_loops(s.c);
+    ASSERT_TRUE(op_or.ok()) << op_or.status();
+    CpuOp& op = **op_or;
+    const std::vector<int64_t> x_sizes = s.c.desc.inputs[0].sizes;
+    ASSERT_TRUE(op.native_input_layout(0).has_value());
+    EXPECT_EQ(op.native_input_layout(0)->id, dnnl_impl::layout_bytes(blocked16_md(x_sizes)));
+    if (native_in) {
+      ASSERT_TRUE(op.use_native_input(0).ok());
+    }
+    if (native_out) {
+      ASSERT_TRUE(op.use_native_output(0).ok());
+    }
+    ASSERT_TRUE(op.finish().ok());
+    std::vector<float> x_data = to_blocked16(s.c.at(0), 0.0f);
+    Tensor x_native(ScalarType::Float32, x_sizes, x_data.data(), runtime::ShapeDynamism::Static,
+                    x_data.size() * sizeof(float));
+    std::vector<float> y_data(blocked16_md(s.out).get_size() / sizeof(float), std::nanf(""));
+    Tensor y_native(ScalarType::Float32, s.out, y_data.data(), runtime::ShapeDynamism::Static,
+                    y_data.size() * sizeof(float));
+    OwnedTensor y_plain = zeros(s.out);
+    const Tensor* inputs[] = {native_in ? &x_native : &s.c.at(0), nullptr, nullptr};
+    Tensor* out = native_out ? &y_native : &y_plain.tensor();
+    // The input with its side pads goes to storage shared with other ops, which may leave
+    // anything there between runs.
+    ASSERT_GT(op.scratchpad_bytes(), 0u);
+    std::vector<float> shared(op.scratchpad_bytes() / sizeof(float) + 16);
+    float* at = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) / 4 % 16) % 16;
+    op.use_scratchpad(at);
+    for (int run = 0; run < 2; ++run) {
+      std::fill(shared.begin(), shared.end(), std::nanf(""));
+      ASSERT_TRUE(
+          op.run(runtime::Span<const Tensor*>(inputs, 3), runtime::Span<Tensor*>(&out, 1)).ok());
+    }
+    if (!native_out) {
+      expect_near(y_plain, s.expected);
+      continue;
+    }
+    expect_near(from_blocked16(y_data, s.out), s.expected);
+    const std::vector<float> zero_padded =
+        to_blocked16(from_blocked16(y_data, s.out).tensor(), 0.0f);
+    for (size_t i = 0; i < y_data.size(); ++i) {
+      ASSERT_EQ(y_data[i], zero_padded[i]) << "padding element " << i;
+    }
+  }
+}
+
+// Through CpuOp::create: a blocked 3x3 Conv not given to Winograd's kernels takes the loops.
+TEST(BlockedConv, IsChosenForBlockedConvsOfTaps) {
+  uint32_t seed = 6100;
+  SpatialCase s({1, 32, 48, 20, 20, 3, 3, 2}, true, {{PostOpKind::Relu}}, 2, seed);
+  expect_near(s.c.run(), s.expected);
+  EXPECT_NE(s.c.description.find(kOwnConv), std::string::npos) << s.c.description;
+}
+
+TEST(BlockedConv, LeavesOtherConvsOfTapsToOneDnn) {
+  struct Other {
+    std::string why;
+    std::vector<int64_t> x, w;
+    std::vector<ir::Attribute> attributes;
+    bool winograd = false;
+    std::vector<PostOp> post_ops;
+  };
+  const std::vector<Other> others = {
+      {"given to Winograd's kernels",
+       {1, 64, 14, 14},
+       {64, 64, 3, 3},
+       {ints("pads", {1, 1, 1, 1})},
+       true},
+      {"dilations", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("dilations", {2, 2})}},
+      {"groups", {1, 64, 14, 14}, {64, 32, 3, 3}, {int_attr("group", 2)}},
+      {"a horizontal stride of 3", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("strides", {1, 3})}},
+      {"an image of 3 channels", {1, 3, 32, 32}, {32, 3, 3, 3}, {}},
+      {"Gelu", {1, 32, 14, 14}, {32, 32, 3, 3}, {}, false, {{PostOpKind::Gelu}}},
+  };
+  uint32_t seed = 6200;
+  for (const Other& o : others) {
+    SCOPED_TRACE(o.why);
+    Case c("Conv", o.attributes);
+    c.desc.small_ops_own_loops = true;
+    c.desc.activation_layout = ActivationLayout::Blocked;
+    c.desc.winograd = o.winograd;
+    c.desc.post_ops = o.post_ops;
+    c.add(random_tensor(o.x, seed++), false);
+    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
+    auto loops = create_loops(c);
+    ASSERT_FALSE(loops.ok());
+    EXPECT_EQ(loops.error(), runtime::Error::NotSupported) << loops.status();
+    auto op = c.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_EQ((*op)->describe().find(kOwnConv), std::string::npos) << (*op)->describe();
   }
 }
 
