@@ -15,6 +15,11 @@
 #include <unordered_map>
 #include <vector>
 
+namespace kiln::kernels {
+struct ResizePlan;
+struct ResizeOptions;
+}  // namespace kiln::kernels
+
 namespace kiln::engine::cpu::dnnl_impl {
 
 using runtime::Error;
@@ -236,6 +241,14 @@ std::optional<dnnl::memory::desc> pixel_rows(const dnnl::memory::desc& md);
 /// rows natively; NotSupported for any other ConvTranspose or one of little work.
 Result<std::unique_ptr<CpuOp>> create_narrow_deconv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc);
+/// A 4-D Resize of mode nearest (its `plan` and `options` from the reference kernel's
+/// resize_plan) on kiln's own loops over an index map (nearest_resize.cpp), plain or, when
+/// `blocked`, reading and writing the producer's nChw16c natively; NotSupported for any other
+/// Resize.
+Result<std::unique_ptr<CpuOp>> create_nearest_resize(const OpDesc& desc,
+                                                     const kernels::ResizePlan& plan,
+                                                     const kernels::ResizeOptions& options,
+                                                     bool blocked);
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc);

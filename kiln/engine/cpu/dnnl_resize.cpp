@@ -382,6 +382,13 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
   }
   // The producer's layout, when adopted, for this op and for its proof's.
   const std::optional<memory::format_tag> format = hinted_format(desc, plain_md(x).dims());
+  // Nearest, plain or in nChw16c: kiln's loops copy the pixels the reference kernel's index
+  // map names, with no code generated and nothing to prove (nearest_resize.cpp).
+  const bool blocked = format == memory::format_tag::nChw16c;
+  if (spec.options.mode == kernels::ResizeMode::Nearest && desc.small_ops_own_loops &&
+      own_vector_loops() && (!format || blocked)) {
+    return create_nearest_resize(desc, *plan, spec.options, blocked);
+  }
   auto make = [&](const OpDesc& made, const std::vector<int64_t>& out) {
     const memory::desc x_plain = plain_md(made.inputs[0].sizes);
     const memory::desc y_plain = plain_md(out);

@@ -303,15 +303,16 @@ TEST(ModelLoaderCache, ShapesBoundAfterTheLoadAreStoredAndAdopted) {
   EXPECT_EQ(entries->size(), 2u);  // batch 2, batch 3
 }
 
-/// x [n, 16, 16, 16] → Resize (nearest, scales 1, 1, 2, 2) → y: oneDNN's resampling, taken
-/// once proved against ONNX's index mapping.
+/// x [n, 16, 16, 16] → Resize (linear, half_pixel, scales 1, 1, 2, 2) → y: oneDNN's
+/// resampling, taken once proved against ONNX's coordinates. (A nearest one runs on kiln's
+/// index map, which needs no proof.)
 ir::Model resize_model() {
   ModelBuilder b(8);
   ir::Dim n = ir::Dim::symbol("n");
   int x = b.input("x", {n, 16, 16, 16});
   int scales = b.weight_of("scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
   int y = b.value("y", {n, 16, 32, 32});
-  b.node("Resize", {x, -1, scales}, {y});
+  b.node("Resize", {x, -1, scales}, {y}, {ir::Attribute{"mode", std::string("linear")}});
   b.output(y);
   return b.build();
 }
