@@ -245,9 +245,11 @@ namespace {
 // block of output channels over large images direct, not Winograd; Concats of blocked pieces
 // in the pieces' layout; 24: ConvTransposes of few values a pixel on kiln's loops; 25: a
 // decoder's streaming MatMuls read B as oneDNN's blocked MatMul packs it, on AVX-512; 26:
-// shape-generic MatMuls on kiln's AVX-512 loops; 27: Transposes on kiln's loops), so that
-// entries of older plans are not adopted.
-constexpr char kEngineVersion[] = "kiln-engine 27";
+// shape-generic MatMuls on kiln's AVX-512 loops; 27: Transposes on kiln's loops; 28: the build
+// fingerprint joins the version), so that entries of older plans are not adopted. The build
+// fingerprint beside it changes with any change of the code, so a plan change that forgets
+// this number still never adopts an older build's entries.
+constexpr char kEngineVersion[] = "kiln-engine 28";
 
 // Builds the functions of `records` named in `names` (bound lazily from a hit) now. A build
 // that fails is left for the function's first use, which reports it (as without this).
@@ -275,7 +277,8 @@ bool same_functions(const std::vector<artifact::FunctionRecord>& records,
 }  // namespace
 
 std::string engine_version() {
-  return std::string(kEngineVersion) + " / " + cpu::provider_version();
+  return std::string(kEngineVersion) + " build " + std::string(engine_build_fingerprint()) +
+         " / " + cpu::provider_version();
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(

@@ -126,9 +126,16 @@ inline constexpr size_t kShapePlansBeforeGeneric = 4;
 /// at 320 x 320).
 inline constexpr size_t kShapePlansKept = 16;
 
-/// The engine's version, as cache keys record it: the engine and its CPU kernel provider
-/// (a new version of either never reads entries of the other).
+/// The engine's version, as cache keys record it: the engine's plan version, its build
+/// fingerprint and its CPU kernel provider (a build of other code, or another version of
+/// oneDNN, never reads entries of the other).
 std::string engine_version();
+
+/// A hash of the engine's and kernels' sources this library was built from (16 hex digits;
+/// tests and benchmarks aside): builds of different code have different fingerprints even
+/// when their versions are equal, so neither adopts the other's cache entries or compiled
+/// artifacts.
+std::string_view engine_build_fingerprint();
 
 /// A model loaded for one `SpecializationOptions`: its functions, specialized per input shapes
 /// on first use (functions whose inputs are all static are specialized at load, or on a cache

@@ -115,7 +115,7 @@ run_kiln(export_not_onnx EXPECT fail
 # programs with model packages are covered by cache_tool_test.cpp).
 run_kiln(devices_text EXPECT ok ARGS devices
          STDOUT "^cpu  " "cores     [0-9]+" "cpu features \\(cache key\\): "
-                "engine \\(cache key\\): +kiln-engine [0-9]+ / oneDNN [0-9.]+ \\([^)]*\\) [A-Z]")
+                "engine \\(cache key\\): +kiln-engine [0-9]+ build [0-9a-f]+ / oneDNN [0-9.]+ \\([^)]*\\) [A-Z]")
 run_kiln(devices_json EXPECT ok ARGS devices --json
          STDOUT "\"kind\": \"cpu\"" "\"cores\": [0-9]+" "\"cpu_features\": "
                 "\"engine_version\": \"kiln-engine ")

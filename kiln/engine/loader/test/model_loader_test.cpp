@@ -200,6 +200,45 @@ TEST(ModelLoaderCache, CorruptEntryIsAMissAndIsRebuilt) {
   EXPECT_EQ((*warm)->load_report().cache, "hit");
 }
 
+TEST(ModelLoaderCache, EngineVersionNamesTheBuildFingerprint) {
+  const std::string_view fingerprint = engine_build_fingerprint();
+  ASSERT_EQ(fingerprint.size(), 16u);
+  EXPECT_EQ(fingerprint.find_first_not_of("0123456789abcdef"), std::string_view::npos)
+      << fingerprint;
+  EXPECT_THAT(engine_version(), HasSubstr(" build " + std::string(fingerprint) + " / oneDNN "));
+}
+
+TEST(ModelLoaderCache, EntryOfABuildWithOtherSourcesIsNotAdopted) {
+  ir::Model model = conv_residual_model();
+  PackageBytes package(model);
+  TempDir dir("other_build");
+  cache::ModelCache cache(dir.path.string());
+  ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache).ok());
+  cache::CacheKey key;
+  key.model_hash = package.view->content_hash();
+  key.functions = {"main"};
+  key.input_shapes = {{{1, 8, 10, 10}}};
+  key.specialization = cpu_only_key_specialization();
+  key.engine_version = engine_version();
+  key.cpu_features = specialization::cpu_features();
+  auto entry = cache.lookup(key);
+  ASSERT_TRUE(entry.ok() && entry->has_value());
+  const auto payload = (*entry)->payload();
+  const std::vector<uint8_t> bytes(payload.begin(), payload.end());
+  entry->reset();
+  // The same entry as a build of other sources (same version, other fingerprint) stored it.
+  cache::CacheKey other = key;
+  other.engine_version.replace(other.engine_version.find(engine_build_fingerprint()),
+                               engine_build_fingerprint().size(), "0123456789abcdef");
+  ASSERT_NE(other.engine_version, key.engine_version);
+  ASSERT_TRUE(cache.purge().ok());
+  ASSERT_TRUE(cache.store(other, bytes, key.model_hash).ok());
+  auto loaded = ModelLoader::load(*package.view, cpu_only(), &cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->load_report().cache, "miss");
+  expect_runs_like_reference(**loaded, model);
+}
+
 TEST(ModelLoaderCache, ArtifactThatDoesNotReadIsReplacedWithAWarning) {
   ir::Model model = conv_residual_model();
   PackageBytes package(model);
