@@ -297,6 +297,31 @@ class PointwiseConvOp final : public CpuOp {
   std::vector<float> own_weights_, bias_, last_lanes_;
 };
 
+// Packs W [o, c, taps] into `to` ([o/16 blocks][c16/16][taps][16][16], c16 >= c a multiple of
+// 16, padding zero) block by block: each block of 16 x 16 channels reads 16 rows of 16 x taps
+// weights and writes 16 x 16 x taps in order, both within a few kilobytes. (Visiting the
+// weights in source order scattered the writes: 8 ms for 512 x 512 x 3 x 3.)
+void pack_weights(const float* source, int64_t o, int64_t c, int64_t taps, int64_t c16,
+                  float* to) {
+  const int64_t in_blocks = c16 / kLanes;
+  const int64_t out_blocks = (o + kLanes - 1) / kLanes;
+  std::fill(to, to + out_blocks * in_blocks * taps * kLanes * kLanes, 0.0f);
+  for (int64_t ob = 0; ob < out_blocks; ++ob) {
+    const int64_t outs = std::min<int64_t>(kLanes, o - ob * kLanes);
+    for (int64_t ib = 0; ib < in_blocks; ++ib) {
+      const int64_t ins = std::min<int64_t>(kLanes, c - ib * kLanes);
+      float* block = to + (ob * in_blocks + ib) * taps * kLanes * kLanes;
+      const float* rows = source + (ob * kLanes * c + ib * kLanes) * taps;
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t il = 0; il < ins; ++il) {
+          float* lanes = block + (t * kLanes + il) * kLanes;
+          for (int64_t ol = 0; ol < outs; ++ol) lanes[ol] = rows[(ol * c + il) * taps + t];
+        }
+      }
+    }
+  }
+}
+
 Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 4));
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
@@ -397,20 +422,7 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
                         pointwise ? "kiln f32 W 1x1 [O/16][C16][16]"
                                   : "kiln f32 W [O/16][C16/16][KH][KW][16][16]",
                         packed,
-                        [&](float* to) {
-                          std::fill(to, to + packed, 0.0f);
-                          for (int64_t oc = 0; oc < o; ++oc) {
-                            for (int64_t ic = 0; ic < c; ++ic) {
-                              for (int64_t t = 0; t < taps; ++t) {
-                                const int64_t at =
-                                    (((oc / kLanes) * (c16 / kLanes) + ic / kLanes) * taps + t) *
-                                        kLanes * kLanes +
-                                    (ic % kLanes) * kLanes + oc % kLanes;
-                                to[at] = source[(oc * c + ic) * taps + t];
-                              }
-                            }
-                          }
-                        },
+                        [&](float* to) { pack_weights(source, o, c, taps, c16, to); },
                         op->own_weights_));
   op->describe_ = pointwise ? "kiln pointwise Conv (own loops: nChw16c, " +
                                   std::to_string(kTilePixels) + " pixels x 32 channels a tile)"
