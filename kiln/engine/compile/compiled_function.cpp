@@ -1,4 +1,5 @@
 // The run-time half of a compiled function: steps over slots, input/output checks.
+#include <kiln/engine/compile/arena_pool.h>
 #include <kiln/engine/compile/function_plan.h>
 #include <kiln/engine/compile/shape_resolution.h>
 #include <kiln/engine/compile/step_profile.h>
@@ -318,18 +319,38 @@ void CompiledFunctionImpl::release_values(size_t step) {
   }
 }
 
+void CompiledFunctionImpl::bind_arena(uint8_t* base) {
+  if (base == arena_base) return;
+  arena_base = base;
+  for (int v : arena_slots) {
+    Slot& s = *slots[static_cast<size_t>(v)];
+    s.tensor().set_data(base + s.offset, s.tensor().capacity_bytes());
+  }
+  for (const auto& [step, offset] : scratch_offsets)
+    steps[step].cpu_op->use_scratchpad(base + offset);
+}
+
 namespace {
 std::atomic<uint64_t> arena_bytes_alive{0};
+
+// The bytes of the plan's own arena (none when it takes one from a pool, which counts its own).
+uint64_t own_arena_bytes(const CompiledFunctionImpl& impl) {
+  return impl.arena_pool == nullptr ? impl.arena_bytes : 0;
+}
 }  // namespace
 
 uint64_t live_activation_bytes() { return arena_bytes_alive.load(std::memory_order_relaxed); }
 
+void detail::count_activation_bytes(int64_t delta) {
+  arena_bytes_alive.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+}
+
 CompiledFunction::CompiledFunction(std::unique_ptr<CompiledFunctionImpl> impl)
     : impl_(std::move(impl)) {
-  arena_bytes_alive.fetch_add(impl_->arena_bytes, std::memory_order_relaxed);
+  arena_bytes_alive.fetch_add(own_arena_bytes(*impl_), std::memory_order_relaxed);
 }
 CompiledFunction::~CompiledFunction() {
-  arena_bytes_alive.fetch_sub(impl_->arena_bytes, std::memory_order_relaxed);
+  arena_bytes_alive.fetch_sub(own_arena_bytes(*impl_), std::memory_order_relaxed);
 }
 
 const std::string& CompiledFunction::name() const { return impl_->name; }
@@ -456,6 +477,11 @@ Status CompiledFunction::run(Span<const Tensor* const> inputs, Span<Tensor* cons
   KILN_RETURN_IF_ERROR(check_inputs(impl, inputs));
   KILN_RETURN_IF_ERROR(check_outputs(impl, outputs));
   std::lock_guard<std::mutex> lock(run_mutex_);
+  ArenaPool::Lease arena;  // held until the outputs are copied out of it
+  if (impl.arena_pool != nullptr) {
+    KILN_ASSIGN_OR_RETURN(arena, impl.arena_pool->take(impl.arena_bytes + 1));
+    impl.bind_arena(arena.base());
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor& input = impl.slots[impl.inputs[i]]->tensor();
     input.set_data(const_cast<void*>(inputs[i]->data()), inputs[i]->nbytes());

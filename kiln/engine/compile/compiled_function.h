@@ -21,6 +21,8 @@
 /// and weight pre-packing. The result runs without allocating activation memory per call.
 namespace kiln::engine::compile {
 
+class ArenaPool;
+
 /// How `specialize` compiles, beyond what `SpecializationOptions` says.
 struct CompileOptions {
   /// Fuse Conv/MatMul/Gemm with a following bias Add, residual Add and activation (Relu, Clip,
@@ -70,6 +72,13 @@ struct CompileOptions {
   /// MemoryAllocationFailed naming the value, its shape and the bytes. 0: the machine's
   /// physical memory. Default: 0.
   uint64_t max_arena_bytes = 0;
+  /// Where the plan's activation arena comes from (not part of the compiled result): null, an
+  /// arena of its own allocated at `specialize`; else, at each run, an arena taken from this
+  /// pool and given back when the run returns (the plan's values placed there, anew when it
+  /// is not the arena of its last run). `ModelLoader` gives one pool to the per-shape plans of
+  /// a loaded model, whose memory then stays at the largest plan's arena per thread running
+  /// them at once, however many shapes it keeps. Default: null.
+  std::shared_ptr<ArenaPool> arena_pool;
   /// For `ModelLoader::load` after a cache miss (not part of the compiled result): write the
   /// compiled artifact on a background thread (`run_in_background`) instead of before the
   /// load returns. Trade-off: a cold load returns once the model is specialized, and the write
@@ -95,6 +104,11 @@ struct CompileOptions {
 /// the process (for memory reports: with the weights, what a loaded model holds).
 uint64_t live_activation_bytes();
 
+namespace detail {
+/// Adds `delta` to what `live_activation_bytes` reports (for `ArenaPool`'s arenas).
+void count_activation_bytes(int64_t delta);
+}  // namespace detail
+
 /// Where one step of a compiled function runs.
 struct PlacementEntry {
   std::string node;  ///< The node's name (the first node of a fused group).
@@ -114,7 +128,8 @@ class CompiledFunctionImpl;
 ///
 /// Weights are referenced from the model (or `CompileOptions::weight_data`), not copied; the
 /// model's weights must outlive this object. Values whose shapes are known at compile time live
-/// in one arena planned and allocated at `specialize`; values whose shapes depend on data
+/// in one arena planned at `specialize` (allocated then, or taken from
+/// `CompileOptions::arena_pool` at each run); values whose shapes depend on data
 /// (NonZero, NonMaxSuppression, ...) live in storage that grows on demand and is kept between
 /// runs. Thread-safety: `run` serializes concurrent calls with an internal lock (the oneDNN ops
 /// own their scratch buffers); the accessors are safe from any thread.
@@ -143,8 +158,9 @@ class CompiledFunction {
 
   /// One entry per step, in execution order.
   const std::vector<PlacementEntry>& placement() const;
-  /// Bytes of the activation arena (allocated once at `specialize`), the oneDNN steps' scratch
-  /// memory included: each step's is a buffer alive during that step only.
+  /// Bytes of the activation arena (allocated once at `specialize`, or taken from
+  /// `CompileOptions::arena_pool` at each run), the oneDNN steps' scratch memory included:
+  /// each step's is a buffer alive during that step only.
   uint64_t arena_bytes() const;
   /// The most scratch memory one oneDNN step needs (part of `arena_bytes`).
   uint64_t scratchpad_bytes() const;

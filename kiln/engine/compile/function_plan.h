@@ -149,6 +149,13 @@ class CompiledFunctionImpl {
   runtime::AlignedBuffer arena;  ///< 64-byte aligned, uninitialized; `arena_base` is its start.
   uint8_t* arena_base = nullptr;
   uint64_t arena_bytes = 0;
+  /// Set: the arena is taken from this pool at each run (`arena` stays null) and the values
+  /// are placed in it by `bind_arena` (`arena_base` null until the first run).
+  std::shared_ptr<ArenaPool> arena_pool;
+  /// The values placed in the arena (`Slot::offset` from its start).
+  std::vector<int> arena_slots;
+  /// Per step with scratch memory in the arena: the step and the scratch's offset.
+  std::vector<std::pair<size_t, uint64_t>> scratch_offsets;
   /// The most scratch memory one oneDNN step needs. Each step's scratch is a buffer of the
   /// arena alive during that step only (the steps run one at a time), counted in `arena_bytes`.
   uint64_t scratchpad_bytes = 0;
@@ -196,6 +203,9 @@ class CompiledFunctionImpl {
                              const runtime::Status& why) const;
   /// Runs every step once (no locking, no validation).
   runtime::Status execute();
+  /// Places the arena's values and the steps' scratch memory at `base` (an arena of at least
+  /// `arena_bytes`); nothing to do when they are there already.
+  void bind_arena(uint8_t* base);
   /// Pooled plans: gives the storage of `release_after[step]` back to the pool.
   void release_values(size_t step);
   /// Pooled plans, before a run: every Dynamic value without storage, the pool reset.

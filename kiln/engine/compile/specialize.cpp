@@ -412,22 +412,27 @@ Status PlanBuilder::plan_memory() {
   impl_->arena_bytes = memory.arena_size;
   // Not zero-filled: every step writes its outputs before anything reads them, and touching
   // megabytes of fresh pages here would only move that cost from the first run into the load.
-  KILN_ASSIGN_OR_RETURN(impl_->arena, runtime::allocate_bulk(memory.arena_size + 1));
-  impl_->arena_base = impl_->arena.get();
+  // With a pool, each run takes an arena there and places the values in it (bind_arena).
+  impl_->arena_pool = options_.arena_pool;
+  if (impl_->arena_pool == nullptr) {
+    KILN_ASSIGN_OR_RETURN(impl_->arena, runtime::allocate_bulk(memory.arena_size + 1));
+  }
   for (size_t k = 0; k < planned.size(); ++k) {
     Slot& s = slot(planned[k]);
     s.offset = memory.offsets[k];
-    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
+    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, nullptr));
+    impl_->arena_slots.push_back(planned[k]);
   }
   for (const Alias& a : aliases) {
     Slot& s = slot(a.slot);
     s.offset = slot(a.within).offset + a.offset;
-    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, impl_->arena_base + s.offset));
+    s.value = runtime::EValue(Tensor(s.dtype, *s.sizes, nullptr));
+    impl_->arena_slots.push_back(a.slot);
   }
   for (size_t k = 0; k < scratch_steps.size(); ++k) {
-    impl_->steps[scratch_steps[k]].cpu_op->use_scratchpad(impl_->arena_base +
-                                                          memory.offsets[planned.size() + k]);
+    impl_->scratch_offsets.emplace_back(scratch_steps[k], memory.offsets[planned.size() + k]);
   }
+  if (impl_->arena_pool == nullptr) impl_->bind_arena(impl_->arena.get());
   // Outputs the caller's tensors may hold during a run: a value of its own storage (not placed
   // inside a Concat's result), plain, and only once among the outputs.
   for (int v : impl_->outputs) {

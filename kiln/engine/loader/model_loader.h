@@ -2,6 +2,7 @@
 
 #include <kiln/engine/cache/cache_key.h>
 #include <kiln/engine/cache/model_cache.h>
+#include <kiln/engine/compile/arena_pool.h>
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/engine/cpu/packed_constants.h>
 #include <kiln/engine/ir/graph.h>
@@ -122,8 +123,9 @@ inline constexpr size_t kShapePlansBeforeGeneric = 4;
 /// shape-generic plan (a Conv, ConvTranspose, LSTM, GRU or RNN): beyond, the least recently used
 /// is let go (see `LoadedModel::bind`). Trade-off: a process cycling through more shapes than
 /// this builds plans again (an OCR detector: about 5 ms a call, oneDNN's kernels coming from its
-/// primitive cache); more keep more memory (each plan holds its arena: 8.5 MB for the detector
-/// at 320 x 320).
+/// primitive cache); more keep more memory (each plan holds its kernels and packings; their
+/// activations share the model's arenas, one per thread running at once, as large as the
+/// largest plan's: 8.5 MB for the detector at 320 x 320).
 inline constexpr size_t kShapePlansKept = 16;
 
 /// The engine's version, as cache keys record it: the engine's plan version, its build
@@ -269,6 +271,8 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   const ir::Model& model_;
   specialization::SpecializationOptions options_;
   compile::CompileOptions compile_;
+  /// The arenas of the per-shape plans of functions of symbolic inputs (`specialize_shape`).
+  std::shared_ptr<compile::ArenaPool> arena_pool_ = std::make_shared<compile::ArenaPool>();
   LoadReport report_;
   /// The load's cache (empty `cache_dir_`: none) and package hash, for the artifacts of
   /// functions of symbolic inputs specialized after the load, one per function and shapes.

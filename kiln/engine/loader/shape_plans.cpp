@@ -161,9 +161,13 @@ Result<std::unique_ptr<compile::CompiledFunction>> LoadedModel::specialize_shape
     const BoundFunction& bound) const {
   // A shape-generic plan has an entry of its own too (no shapes in its key), so that a warm
   // process adopts its packed weights instead of packing them again.
+  // Per-shape plans take their arenas from the model's pool at each run: one arena, as large
+  // as the largest plan's, per thread running them at once, however many shapes are kept.
   auto specialize = [&](const compile::CompileOptions& compile) {
-    return bound.generic ? compile::specialize_generic(model_, bound.name, options_, compile)
-                         : compile::specialize(model_, bound.name, bound.sizes, options_, compile);
+    if (bound.generic) return compile::specialize_generic(model_, bound.name, options_, compile);
+    compile::CompileOptions pooled = compile;
+    pooled.arena_pool = arena_pool_;
+    return compile::specialize(model_, bound.name, bound.sizes, options_, pooled);
   };
   const ir::Graph* graph = model_.find_function(bound.name);
   if (cache_dir_.empty() || graph == nullptr || has_static_inputs(*graph)) {
