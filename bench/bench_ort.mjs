@@ -18,7 +18,8 @@
 // Output fields: "model", "onnxruntime", "threads", "sessions", "session_ms" {median, min},
 // "first_session_ms", "later_sessions_ms" {median, min} (with --sessions 2 or more),
 // "first_run_ms", "warmup", "runs", "latency_ms" {median, p90, min, mean}, "run_ms", and
-// "input_sets" with several sets.
+// "input_sets" with several sets, "memory" {rss_before_mib (before the first session),
+// peak_rss_mib, peak_growth_mib (the peak over that)}.
 // Errors go to stderr with exit code 1 (2 for usage errors).
 
 import { readFileSync } from 'node:fs';
@@ -32,6 +33,14 @@ const require = createRequire(import.meta.url);
 function fail(message, code = 1) {
   console.error(`bench_ort: error: ${message}`);
   process.exit(code);
+}
+
+// The process's peak RSS and its growth over `rssBefore` (bytes: the RSS before the first
+// session), in MiB.
+function memoryReport(rssBefore) {
+  const peak = process.resourceUsage().maxRSS / 1024;  // maxRSS is in KiB
+  const before = rssBefore / (1024 * 1024);
+  return { rss_before_mib: before, peak_rss_mib: peak, peak_growth_mib: Math.max(0, peak - before) };
 }
 
 function usage(message) {
@@ -139,6 +148,7 @@ async function main() {
 
   const sessionMs = [];
   let session;
+  const rssBefore = process.memoryUsage().rss;
   for (let i = 0; i <= args.sessions; ++i) {
     const start = performance.now();
     try {
@@ -207,6 +217,7 @@ async function main() {
     latency_ms: stats(runMs),
     run_ms: runMs,
     ...(inputSets.length > 1 ? { input_sets: inputSets } : {}),
+    memory: memoryReport(rssBefore),
   }, null, 2));
 }
 

@@ -338,6 +338,13 @@ function main() {
       parts.push(reshapeTable(args, threads));
     }
   }
+  if (args.backend === 'kiln' && names.includes('ocr_det')) {
+    for (const threads of args.threads) {
+      log(`image sizes: ocr_det on images of changing sizes, ${threads} thread(s) ` +
+          '(bench/reshape_bench.mjs --model ocr_det)');
+      parts.push(imageSizesTable(args, threads));
+    }
+  }
   if (args.backend === 'kiln' && names.includes('gpt_decode')) {
     for (const threads of args.threads) {
       log(`decode loop: gpt_decode, a new past length each step, ${threads} thread(s) ` +
@@ -388,6 +395,16 @@ function reshapeTable(args, threads) {
                      ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
                      `Frequent reshapes, ${threads} thread(s) ` +
                      `(\`bench/reshape_bench.mjs --threads ${threads}\`)`);
+}
+
+// bench/reshape_bench.mjs's table for the OCR detector (images of changing sizes: a plan per
+// size, kiln with expect_frequent_reshapes, ONNX Runtime; memory included).
+function imageSizesTable(args, threads) {
+  return scriptTable('reshape_bench.mjs',
+                     ['--models', args.models, '--model', 'ocr_det', '--kiln', args.kiln,
+                      '--threads', String(threads)],
+                     `Changing image sizes, ${threads} thread(s) ` +
+                     `(\`bench/reshape_bench.mjs --model ocr_det --threads ${threads}\`)`);
 }
 
 // bench/decode_loop_bench.mjs's table (GPT decode over a growing past: kiln with default options,

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -225,8 +227,28 @@ Status later_loads(const BenchArgs& args, const MethodMeta& meta, BenchReport& r
 
 }  // namespace
 
+namespace {
+std::string format_mib(uint64_t kib) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(kib) / 1024.0);
+  return text;
+}
+}  // namespace
+
+uint64_t process_status_kib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::strtoull(line.c_str() + field.size() + 1, nullptr, 10);
+    }
+  }
+  return 0;
+}
+
 Result<BenchReport> run_bench(const BenchArgs& args) {
   BenchReport report;
+  report.rss_before_kib = process_status_kib("VmRSS");
   report.program = args.program;
   report.warmup = args.warmup;
   Module module(args.program, Module::LoadMode::Mmap);
@@ -315,6 +337,7 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
     report.profile = engine::profiling::step_times();
   }
   KILN_ASSIGN_OR_RETURN(report.latency, latency_stats(report.run_ms));
+  report.peak_rss_kib = process_status_kib("VmHWM");
   return report;
 }
 
@@ -439,6 +462,12 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
     }
     out["input_sets"] = sets;
   }
+  if (report.peak_rss_kib > 0) {
+    const double before = report.rss_before_kib / 1024.0, peak = report.peak_rss_kib / 1024.0;
+    out["memory"] = {{"rss_before_mib", before},
+                     {"peak_rss_mib", peak},
+                     {"peak_growth_mib", std::max(0.0, peak - before)}};
+  }
   if (!report.profile.empty()) out["profile"] = steps_json(report.profile);
   if (!report.first_run_profile.empty())
     out["first_run_profile"] = steps_json(report.first_run_profile);
@@ -497,6 +526,13 @@ std::string bench_text(const BenchReport& report) {
       << format_ms(report.latency.p90) << ", min " << format_ms(report.latency.min) << ", mean "
       << format_ms(report.latency.mean) << " (" << report.run_ms.size() << " runs after "
       << report.warmup << " warm-up)\n";
+  if (report.peak_rss_kib > 0) {
+    out << "memory    peak RSS " << format_mib(report.peak_rss_kib) << ", "
+        << format_mib(report.peak_rss_kib > report.rss_before_kib
+                          ? report.peak_rss_kib - report.rss_before_kib
+                          : 0)
+        << " above the RSS before the program load\n";
+  }
   if (!report.profile.empty()) {
     double runs_total = 0, steps_total = 0;
     for (double ms : report.run_ms) runs_total += ms;

@@ -129,8 +129,16 @@ struct BenchReport {
   /// With --profile: each engine step's time in the first run (the first of each input set).
   std::vector<engine::profiling::StepTime> first_run_profile;
 
+  /// The process's RSS before the program load and its peak at the end (KiB; 0 where the
+  /// system does not say: Linux's /proc/self/status VmRSS and VmHWM).
+  uint64_t rss_before_kib = 0;
+  uint64_t peak_rss_kib = 0;
+
   double load_ms() const { return program_load_ms + method_load_ms; }
 };
+
+/// Kilobytes of a /proc/self/status field ("VmRSS", "VmHWM"); 0 when unknown.
+uint64_t process_status_kib(const std::string& field);
 
 /// Loads `args.program` and its method in this process (timed), prepares the inputs, runs the
 /// method once (the first run; with several input sets, once per set, in order, each timed),
@@ -149,7 +157,8 @@ runtime::Result<BenchReport> run_bench(const BenchArgs& args);
 /// "total_flops"}...] (`total_flops`: the work of the step's calls, 0 for ops other than Conv,
 /// ConvTranspose, MatMul and Gemm), "first_run_profile" (the same of the first run) and
 /// "builds": [{"function", "shapes", "when", "total_ms", "phases": [{"name", "ms"}...],
-/// "steps": [{"node", "op", "device", "create_ms"}...]}...].
+/// "steps": [{"node", "op", "device", "create_ms"}...]}...]; "memory" {"rss_before_mib",
+/// "peak_rss_mib", "peak_growth_mib"} where the system reports them.
 nlohmann::ordered_json bench_json(const BenchReport& report);
 
 /// The human-readable report, one fact per line.

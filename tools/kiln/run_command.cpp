@@ -5,6 +5,7 @@
 #include <kiln/engine/compile/compiled_function.h>
 #include <kiln/extension/module/module.h>
 #include <kiln/runtime/core/tensor.h>
+#include <tools/kiln/bench.h>
 #include <tools/kiln/commands.h>
 #include <tools/kiln/method_inputs.h>
 #include <tools/kiln/npy.h>
@@ -87,16 +88,6 @@ Status write_outputs(const RunArgs& args, const MethodMeta& meta,
   return Status();
 }
 
-// Kilobytes of a /proc/self/status field ("VmRSS", "VmHWM"), 0 when unknown.
-uint64_t status_kib(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::strtoull(line.c_str() + field.size() + 1, nullptr, 10);
-  }
-  return 0;
-}
-
 // The --input flags for `method`: "METHOD:NAME=FILE" applies to that method only (the prefix
 // dropped), "NAME=FILE" to every method.
 std::vector<std::string> inputs_for(const std::vector<std::string>& inputs,
@@ -164,7 +155,7 @@ Status run(const RunArgs& args) {
                   "kiln run: --output-dir with several --method flags (expected one method, "
                   "so that output files do not overwrite each other)");
   }
-  const uint64_t rss_before = status_kib("VmRSS");
+  const uint64_t rss_before = process_status_kib("VmRSS");
   Module module(args.program, mode);
 
   auto start = Clock::now();
@@ -178,7 +169,7 @@ Status run(const RunArgs& args) {
     KILN_RETURN_IF_ERROR(
         run_method(module, args, method, options, program_ms, io_bytes, planned_bytes));
   }
-  const uint64_t peak = status_kib("VmHWM");
+  const uint64_t peak = process_status_kib("VmHWM");
   constexpr double kMiB = 1024.0 * 1024.0;
   std::cout << "memory  peak RSS " << peak / 1024.0 << " MiB, "
             << (peak > rss_before ? peak - rss_before : 0) / 1024.0

@@ -153,12 +153,15 @@ run_kiln(bench_text EXPECT ok ARGS bench "${program}" --warmup 1 --runs 3
          STDOUT "method    forward" "input     x: f32 \\[1, 16\\] random \\(seed 0\\)"
                 "load      [0-9.]+ ms \\(program [0-9.]+ ms, method [0-9.]+ ms, cache off\\)"
                 "first run [0-9.]+ ms"
-                "latency   median [0-9.]+ ms, p90 [0-9.]+ ms, min [0-9.]+ ms, mean [0-9.]+ ms \\(3 runs after 1 warm-up\\)")
+                "latency   median [0-9.]+ ms, p90 [0-9.]+ ms, min [0-9.]+ ms, mean [0-9.]+ ms \\(3 runs after 1 warm-up\\)"
+                "memory    peak RSS [0-9.]+ MiB, [0-9.]+ MiB above the RSS before the program load")
 run_kiln(bench_json EXPECT ok ARGS bench "${program}" --input "x=${input}" --threads 2 --json
          STDOUT "^{" "\"method\": \"forward\"" "\"threads\": 2" "\"load_ms\": [0-9.e-]+"
                 "\"cache\": \"off\"" "\"first_run_ms\": [0-9.e-]+" "\"runs\": 10"
                 "\"latency_ms\": {" "\"median\": " "\"p90\": " "\"min\": " "\"mean\": "
-                "\"source\": \"from .*x.npy\"")
+                "\"source\": \"from .*x.npy\""
+                "\"memory\": {" "\"rss_before_mib\": [0-9.e-]+" "\"peak_rss_mib\": [0-9.e-]+"
+                "\"peak_growth_mib\": [0-9.e-]+")
 run_kiln(bench_bad_runs EXPECT fail ARGS bench "${program}" --runs 0 STDERR "--runs")
 run_kiln(bench_bad_threads EXPECT fail ARGS bench "${program}" --threads 0 STDERR "--threads")
 run_kiln(bench_unknown_method EXPECT fail ARGS bench "${program}" --method nope
