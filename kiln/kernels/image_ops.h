@@ -99,6 +99,23 @@ runtime::Result<ResizePlan> resize_plan(runtime::Span<const int64_t> input,
 runtime::Status resize(const runtime::Tensor& x, const ResizePlan& plan,
                        const ResizeOptions& options, runtime::Tensor& out);
 
+/// The taps one axis of a Resize reads, as `resize` combines them over every axis: for output
+/// coordinate o, `taps` pairs (input index, clamped to the axis; weight) at
+/// [o * taps, (o + 1) * taps), or `outside[o]` where tf_crop_and_resize extrapolates (its taps
+/// unused). An axis whose every output reads one input with weight 1 has one tap.
+struct ResizeTaps {
+  int64_t taps = 1;
+  std::vector<int64_t> index;
+  std::vector<double> weight;
+  std::vector<uint8_t> outside;
+};
+
+/// The taps of axis `axis` of a Resize of an input of shape `input` by `plan` (from
+/// `resize_plan`, whose checks `resize` makes: scales finite and > 0, sizes of the input's
+/// rank; `axis` < that rank).
+ResizeTaps resize_axis_taps(const ResizeOptions& options, const ResizePlan& plan,
+                            runtime::Span<const int64_t> input, size_t axis);
+
 // ---- GridSample --------------------------------------------------------------------------
 
 /// GridSample's `mode`: "bilinear"/"linear", "nearest", "bicubic"/"cubic".

@@ -31,14 +31,7 @@ namespace {
 
 constexpr std::string_view kOp = "Resize";
 
-// The taps of one axis: for output coordinate o, `taps` pairs (index, weight) at
-// [o * taps, (o + 1) * taps), or `outside[o]` when tf_crop_and_resize extrapolates.
-struct AxisTaps {
-  int64_t taps = 1;
-  std::vector<int64_t> index;
-  std::vector<double> weight;
-  std::vector<uint8_t> outside;
-};
+using AxisTaps = ResizeTaps;
 
 // Where output coordinate `o` of an axis of `in` elements reads (before the window).
 double source_coordinate(const ResizeOptions& options, int64_t o, int64_t in, int64_t out,
@@ -395,6 +388,13 @@ const runtime::KernelRegistration kRegisterResize("Resize", resize_kernel);
 const runtime::KernelRegistration kRegisterUpsample("Upsample", upsample_kernel);
 
 }  // namespace
+
+ResizeTaps resize_axis_taps(const ResizeOptions& options, const ResizePlan& plan,
+                            Span<const int64_t> input, size_t axis) {
+  const size_t rank = input.size();
+  return axis_taps(options, input[axis], plan.sizes[axis], plan.scales[axis], plan.roi[axis],
+                   plan.roi[rank + axis]);
+}
 
 Status resize(const Tensor& x, const ResizePlan& plan, const ResizeOptions& options,
               Tensor& out) {

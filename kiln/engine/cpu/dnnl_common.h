@@ -242,13 +242,20 @@ std::optional<dnnl::memory::desc> pixel_rows(const dnnl::memory::desc& md);
 Result<std::unique_ptr<CpuOp>> create_narrow_deconv(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc);
 /// A 4-D Resize of mode nearest (its `plan` and `options` from the reference kernel's
-/// resize_plan) on kiln's own loops over an index map (nearest_resize.cpp), plain or, when
+/// resize_plan) on kiln's own loops over an index map (resize_loops.cpp), plain or, when
 /// `blocked`, reading and writing the producer's nChw16c natively; NotSupported for any other
 /// Resize.
 Result<std::unique_ptr<CpuOp>> create_nearest_resize(const OpDesc& desc,
                                                      const kernels::ResizePlan& plan,
                                                      const kernels::ResizeOptions& options,
                                                      bool blocked);
+/// The same for a 4-D Resize of mode linear or cubic (antialias and exclude_outside too): each
+/// output pixel sums the input pixels the reference kernel's taps name
+/// (kernels::resize_axis_taps); NotSupported for other modes and tf_crop_and_resize.
+Result<std::unique_ptr<CpuOp>> create_interpolated_resize(const OpDesc& desc,
+                                                          const kernels::ResizePlan& plan,
+                                                          const kernels::ResizeOptions& options,
+                                                          bool blocked);
 Result<std::unique_ptr<CpuOp>> create_pool(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_concat(const OpDesc& desc);
 Result<std::unique_ptr<CpuOp>> create_softmax(const OpDesc& desc);

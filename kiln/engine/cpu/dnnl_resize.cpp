@@ -8,7 +8,9 @@
 // the primitive once on a probe image and compares it with the reference kernel
 // (kernels::resize) on the same image, exactly for nearest, within float rounding for linear;
 // any difference gives NotSupported, so the reference kernel runs the node. The activations
-// may stay in their producer's layout (nhwc, nChw16c, nChw8c: see ResampleOp).
+// may stay in their producer's layout (nhwc, nChw16c, nChw8c: see ResampleOp). Where kiln's
+// loops take a Resize (plain NCHW or nChw16c, with AVX-512: resize_loops.cpp, which also takes
+// cubic, antialias and exclude_outside), oneDNN is not asked.
 
 #include <kiln/engine/cpu/dnnl_staged.h>
 #include <kiln/kernels/image_ops.h>
@@ -238,17 +240,13 @@ Result<ResizeSpec> read_resize(const OpDesc& desc) {
   o.coordinates = *parsed_coordinates;
   o.nearest = *parsed_nearest;
   o.aspect = *parsed_aspect;
-  if (o.mode == kernels::ResizeMode::Cubic) {
-    return error(desc, Error::NotSupported, "attribute 'mode' is 'cubic'");
-  }
   if (o.coordinates == kernels::ResizeCoordinates::TfCropAndResize) {
     return error(desc, Error::NotSupported,
                  "attribute 'coordinate_transformation_mode' is 'tf_crop_and_resize'");
   }
-  if (antialias != 0) return error(desc, Error::NotSupported, "attribute 'antialias' is set");
-  if (exclude_outside != 0) {
-    return error(desc, Error::NotSupported, "attribute 'exclude_outside' is set");
-  }
+  // Cubic, antialias and exclude_outside: kiln's loops only (see create_resize).
+  o.antialias = antialias != 0;
+  o.exclude_outside = exclude_outside != 0;
   if (!axes.empty()) return error(desc, Error::NotSupported, "attribute 'axes' is set");
   if (desc.inputs.size() == 2) {
     // Opset 10: (X, scales), asymmetric coordinates and Upsample's nearest rounding.
@@ -382,12 +380,26 @@ Result<std::unique_ptr<CpuOp>> create_resize(const OpDesc& desc) {
   }
   // The producer's layout, when adopted, for this op and for its proof's.
   const std::optional<memory::format_tag> format = hinted_format(desc, plain_md(x).dims());
-  // Nearest, plain or in nChw16c: kiln's loops copy the pixels the reference kernel's index
-  // map names, with no code generated and nothing to prove (nearest_resize.cpp).
+  // Plain or in nChw16c, kiln's loops copy the pixels the reference kernel's index map names
+  // (nearest) or sum those its taps name (linear, cubic), with no code generated and nothing
+  // to prove (resize_loops.cpp).
   const bool blocked = format == memory::format_tag::nChw16c;
-  if (spec.options.mode == kernels::ResizeMode::Nearest && desc.small_ops_own_loops &&
-      own_vector_loops() && (!format || blocked)) {
-    return create_nearest_resize(desc, *plan, spec.options, blocked);
+  if (desc.small_ops_own_loops && own_vector_loops() && (!format || blocked)) {
+    return spec.options.mode == kernels::ResizeMode::Nearest
+               ? create_nearest_resize(desc, *plan, spec.options, blocked)
+               : create_interpolated_resize(desc, *plan, spec.options, blocked);
+  }
+  if (spec.options.mode == kernels::ResizeMode::Cubic) {
+    return error(desc, Error::NotSupported,
+                 "attribute 'mode' is 'cubic' (oneDNN's resampling has none; kiln's loops "
+                 "take it in plain NCHW or nChw16c, with AVX-512)");
+  }
+  if (spec.options.antialias || spec.options.exclude_outside) {
+    return error(desc, Error::NotSupported,
+                 std::string("attribute '") +
+                     (spec.options.antialias ? "antialias" : "exclude_outside") +
+                     "' is set (oneDNN's resampling has none; kiln's loops take it in plain "
+                     "NCHW or nChw16c, with AVX-512)");
   }
   auto make = [&](const OpDesc& made, const std::vector<int64_t>& out) {
     const memory::desc x_plain = plain_md(made.inputs[0].sizes);

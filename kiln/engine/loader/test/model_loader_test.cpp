@@ -342,9 +342,9 @@ TEST(ModelLoaderCache, ShapesBoundAfterTheLoadAreStoredAndAdopted) {
   EXPECT_EQ(entries->size(), 2u);  // batch 2, batch 3
 }
 
-/// x [n, 16, 16, 16] → Resize (linear, half_pixel, scales 1, 1, 2, 2) → y: oneDNN's
-/// resampling, taken once proved against ONNX's coordinates. (A nearest one runs on kiln's
-/// index map, which needs no proof.)
+/// x [n, 16, 16, 16] → Resize (linear, half_pixel, scales 1, 1, 2, 2) → y: with
+/// small_ops_own_loops off, oneDNN's resampling, taken once proved against ONNX's coordinates.
+/// (On kiln's loops, the default, it reads the reference kernel's taps and needs no proof.)
 ir::Model resize_model() {
   ModelBuilder b(8);
   ir::Dim n = ir::Dim::symbol("n");
@@ -362,9 +362,11 @@ TEST(ModelLoaderCache, AShapeTheEntryRecordsIsBuiltWithoutProvingItsResizeAgain)
   ir::Model model = resize_model();
   TempDir dir("proofs");
   const std::vector<int64_t> sizes = {1, 16, 16, 16};
+  compile::CompileOptions onednn;
+  onednn.small_ops_own_loops = false;
   auto load_and_run = [&](uint64_t expected_hits, uint64_t expected_proofs) {
     cache::ModelCache cache(dir.path.string());
-    auto loaded = ModelLoader::load(model, cpu_only(), &cache);
+    auto loaded = ModelLoader::load(model, cpu_only(), &cache, onednn);
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
     const uint64_t proofs = cpu::resize_proofs_run();
     expect_binds_like_reference(**loaded, model, sizes);
@@ -387,7 +389,8 @@ TEST(ModelLoaderCache, AShapeTheEntryRecordsIsBuiltWithoutProvingItsResizeAgain)
     key.model_hash = *hash;
     key.functions = {"main"};
     key.input_shapes = {{sizes}};
-    key.specialization = cpu_only_key_specialization();
+    key.specialization =
+        cpu_only().identifier() + ";small=0;threads=" + std::to_string(cpu::team_size(0));
     key.engine_version = engine_version();
     key.cpu_features = specialization::cpu_features();
     auto entry = cache.lookup(key);
