@@ -214,13 +214,9 @@ TEST(ModelLoaderCache, EntryOfABuildWithOtherSourcesIsNotAdopted) {
   TempDir dir("other_build");
   cache::ModelCache cache(dir.path.string());
   ASSERT_TRUE(ModelLoader::load(*package.view, cpu_only(), &cache).ok());
-  cache::CacheKey key;
-  key.model_hash = package.view->content_hash();
-  key.functions = {"main"};
-  key.input_shapes = {{{1, 8, 10, 10}}};
-  key.specialization = cpu_only_key_specialization();
-  key.engine_version = engine_version();
-  key.cpu_features = specialization::cpu_features();
+  auto stored = ModelLoader::cache_key(*package.view, cpu_only());
+  ASSERT_TRUE(stored.ok()) << stored.status().to_string();
+  const cache::CacheKey& key = *stored;
   auto entry = cache.lookup(key);
   ASSERT_TRUE(entry.ok() && entry->has_value());
   const auto payload = (*entry)->payload();
