@@ -188,43 +188,22 @@ class PointwiseConvOp final : public CpuOp {
     const bool by_blocks = pairs % parts == 0 || pairs >= 4 * parts;
     if (spatial_) {
       const int64_t rows = j.out_h;
-      for (int64_t i = 0; i < n; ++i) {
-        if (parts == 1) {
-          spatial_range(j, i, 0, blocks_out_, 0, rows);
-          continue;
-        }
-#pragma omp parallel for num_threads(parts) schedule(static)
-        for (int t = 0; t < parts; ++t) {
-          if (by_blocks && rows < 4 * parts) {
-            spatial_range(j, i, std::min(blocks_out_, 2 * (pairs * t / parts)),
-                          std::min(blocks_out_, 2 * (pairs * (t + 1) / parts)), 0, rows);
-          } else {
-            spatial_range(j, i, 0, blocks_out_, rows * t / parts, rows * (t + 1) / parts);
-          }
-        }
-      }
-      if (!native_out_) from_blocked(y_stage_.data(), y, n, o, pixels_);
-      return Status();
-    }
-    const int64_t tiles = (pixels_ + kTilePixels - 1) / kTilePixels;
-    auto pixel_at = [&](int64_t t) {
-      return tiles >= 2 * parts ? std::min(pixels_, tiles * t / parts * kTilePixels)
-                                : pixels_ * t / parts;
-    };
-    for (int64_t i = 0; i < n; ++i) {
-      if (parts == 1) {
-        pointwise_range(j, i, 0, blocks_out_, 0, pixels_);
-        continue;
-      }
-#pragma omp parallel for num_threads(parts) schedule(static)
-      for (int t = 0; t < parts; ++t) {
-        if (by_blocks) {
-          pointwise_range(j, i, std::min(blocks_out_, 2 * (pairs * t / parts)),
-                          std::min(blocks_out_, 2 * (pairs * (t + 1) / parts)), 0, pixels_);
-        } else {
-          pointwise_range(j, i, 0, blocks_out_, pixel_at(t), pixel_at(t + 1));
-        }
-      }
+      split(
+          n, parts, by_blocks && rows < 4 * parts, rows, [&](int t) { return rows * t / parts; },
+          [&](int64_t i, int64_t b0, int64_t b1, int64_t r0, int64_t r1) {
+            spatial_range(j, i, b0, b1, r0, r1);
+          });
+    } else {
+      const int64_t tiles = (pixels_ + kTilePixels - 1) / kTilePixels;
+      split(
+          n, parts, by_blocks, pixels_,
+          [&](int t) {
+            return tiles >= 2 * parts ? std::min(pixels_, tiles * t / parts * kTilePixels)
+                                      : pixels_ * t / parts;
+          },
+          [&](int64_t i, int64_t b0, int64_t b1, int64_t p0, int64_t p1) {
+            pointwise_range(j, i, b0, b1, p0, p1);
+          });
     }
     if (!native_out_) from_blocked(y_stage_.data(), y, n, o, pixels_);
     return Status();
@@ -232,6 +211,31 @@ class PointwiseConvOp final : public CpuOp {
 
  private:
   bool strided() const { return stride_h_ != 1 || stride_w_ != 1; }
+
+  // Runs `range(image, first block, end block, first unit, end unit)` over each of `n` images'
+  // output blocks and `units` (pixels, or rows of a Conv of taps) on `parts` threads: each
+  // takes a share of the pairs of output blocks when `by_blocks`, else units
+  // [unit_at(t), unit_at(t + 1)).
+  template <typename UnitAt, typename Range>
+  void split(int64_t n, int parts, bool by_blocks, int64_t units, UnitAt unit_at,
+             Range range) const {
+    const int64_t pairs = (blocks_out_ + 1) / 2;
+    for (int64_t i = 0; i < n; ++i) {
+      if (parts == 1) {
+        range(i, 0, blocks_out_, 0, units);
+        continue;
+      }
+#pragma omp parallel for num_threads(parts) schedule(static)
+      for (int t = 0; t < parts; ++t) {
+        if (by_blocks) {
+          range(i, std::min(blocks_out_, 2 * (pairs * t / parts)),
+                std::min(blocks_out_, 2 * (pairs * (t + 1) / parts)), 0, units);
+        } else {
+          range(i, 0, blocks_out_, unit_at(t), unit_at(t + 1));
+        }
+      }
+    }
+  }
 
   // The input pixels a strided 1x1 Conv reads, one after another: the layout the loops take.
   void subsample(const float* x, float* compact) const {
@@ -301,8 +305,7 @@ class PointwiseConvOp final : public CpuOp {
 // 16, padding zero) block by block: each block of 16 x 16 channels reads 16 rows of 16 x taps
 // weights and writes 16 x 16 x taps in order, both within a few kilobytes. (Visiting the
 // weights in source order scattered the writes: 8 ms for 512 x 512 x 3 x 3.)
-void pack_weights(const float* source, int64_t o, int64_t c, int64_t taps, int64_t c16,
-                  float* to) {
+void pack_weights(const float* source, int64_t o, int64_t c, int64_t taps, int64_t c16, float* to) {
   const int64_t in_blocks = c16 / kLanes;
   const int64_t out_blocks = (o + kLanes - 1) / kLanes;
   std::fill(to, to + out_blocks * in_blocks * taps * kLanes * kLanes, 0.0f);
@@ -417,13 +420,12 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
   const int64_t c16 = op->c16_, blocks = op->blocks_out_, taps = ws[2] * ws[3];
   const size_t packed = static_cast<size_t>(blocks * c16 * taps * kLanes);
   KILN_ASSIGN_OR_RETURN(
-      op->weights_, pack_floats(
-                        desc, 1,
-                        pointwise ? "kiln f32 W 1x1 [O/16][C16][16]"
-                                  : "kiln f32 W [O/16][C16/16][KH][KW][16][16]",
-                        packed,
-                        [&](float* to) { pack_weights(source, o, c, taps, c16, to); },
-                        op->own_weights_));
+      op->weights_,
+      pack_floats(
+          desc, 1,
+          pointwise ? "kiln f32 W 1x1 [O/16][C16][16]"
+                    : "kiln f32 W [O/16][C16/16][KH][KW][16][16]",
+          packed, [&](float* to) { pack_weights(source, o, c, taps, c16, to); }, op->own_weights_));
   op->describe_ = pointwise ? "kiln pointwise Conv (own loops: nChw16c, " +
                                   std::to_string(kTilePixels) + " pixels x 32 channels a tile)"
                             : "kiln Conv " + std::to_string(ws[2]) + "x" + std::to_string(ws[3]) +
