@@ -3,7 +3,7 @@
 // latency, printed as one JSON object.
 //
 //   node bench/bench_ort.mjs MODEL.onnx [--input NAME=FILE.npy]... [--threads N] [--warmup N]
-//                            [--runs N] [--sessions N]
+//                            [--runs N] [--sessions N] [--pause-ms N]
 //
 // Every model input must be given. Sessions use the CPU provider, graphOptimizationLevel 'all'
 // and intraOpNumThreads = interOpNumThreads = N (default 1). `--sessions` fresh sessions are
@@ -11,13 +11,14 @@
 // "first_session_ms" the process's first, which, like a kiln load in a fresh process, also
 // pays the runtime's start-up and first touches of its code and memory; "later_sessions_ms"
 // the others, in a process already warm); one more is created
-// for the runs: the first run is timed alone, then `--warmup` untimed and `--runs` timed runs.
+// for the runs: the first run is timed alone, then `--warmup` untimed and `--runs` timed runs
+// (each after a sleep of `--pause-ms`, untimed, as `kiln bench --pause-ms`).
 // As in `kiln bench`, an input given N times makes N input sets: each set's first call is
 // timed in order ("input_sets": [{inputs: [{name, shape}], first_run_ms}]) and the runs cycle
 // through the sets; inputs given more than once must be given equally often.
 // Output fields: "model", "onnxruntime", "threads", "sessions", "session_ms" {median, min},
 // "first_session_ms", "later_sessions_ms" {median, min} (with --sessions 2 or more),
-// "first_run_ms", "warmup", "runs", "latency_ms" {median, p90, min, mean}, "run_ms", and
+// "first_run_ms", "warmup", "runs", "pause_ms", "latency_ms" {median, p90, min, mean}, "run_ms", and
 // "input_sets" with several sets, "memory" {rss_before_mib (before the first session),
 // peak_rss_mib, peak_growth_mib (the peak over that)}.
 // Errors go to stderr with exit code 1 (2 for usage errors).
@@ -46,7 +47,7 @@ function memoryReport(rssBefore) {
 function usage(message) {
   if (message) console.error(`bench_ort: error: ${message}`);
   console.error('usage: node bench/bench_ort.mjs MODEL.onnx [--input NAME=FILE.npy]... ' +
-                '[--threads N] [--warmup N] [--runs N] [--sessions N]');
+                '[--threads N] [--warmup N] [--runs N] [--sessions N] [--pause-ms N]');
   process.exit(2);
 }
 
@@ -59,7 +60,7 @@ function count(flag, text, min) {
 }
 
 function parseArgs(argv) {
-  const args = { model: '', inputs: [], threads: 1, warmup: 3, runs: 10, sessions: 5 };
+  const args = { model: '', inputs: [], threads: 1, warmup: 3, runs: 10, sessions: 5, pauseMs: 0 };
   for (let i = 0; i < argv.length; ++i) {
     const flag = argv[i];
     if (flag === '-h' || flag === '--help') usage();
@@ -79,6 +80,7 @@ function parseArgs(argv) {
     } else if (flag === '--threads') args.threads = count(flag, value, 1);
     else if (flag === '--warmup') args.warmup = count(flag, value, 0);
     else if (flag === '--runs') args.runs = count(flag, value, 1);
+    else if (flag === '--pause-ms') args.pauseMs = count(flag, value, 0);
     else if (flag === '--sessions') args.sessions = count(flag, value, 1);
     else usage(`unknown argument '${flag}'`);
   }
@@ -191,7 +193,9 @@ async function main() {
   const firstRunMs = inputSets[0].first_run_ms;
   for (let i = 0; i < args.warmup; ++i) await run(i);
   const runMs = [];
+  const pause = () => new Promise((resolve) => setTimeout(resolve, args.pauseMs));
   for (let i = 0; i < args.runs; ++i) {
+    if (args.pauseMs > 0) await pause();
     start = performance.now();
     await run(i);
     runMs.push(performance.now() - start);
@@ -214,6 +218,7 @@ async function main() {
     first_run_ms: firstRunMs,
     warmup: args.warmup,
     runs: args.runs,
+    pause_ms: args.pauseMs,
     latency_ms: stats(runMs),
     run_ms: runMs,
     ...(inputSets.length > 1 ? { input_sets: inputSets } : {}),

@@ -128,6 +128,10 @@ void add_bench_flags(CLI::App& app, BenchArgs& args) {
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   app.add_option("--runs", args.runs, "Timed runs (default: 10)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  app.add_option("--pause-ms", args.pause_ms,
+                 "Sleep this many milliseconds before each timed run, untimed: a model called "
+                 "now and then, its idle threads asleep between calls (default: 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{60000}));
   app.add_option("--seed", args.seed, "Seed of the random inputs (default: 0)");
   app.add_option("--later-loads", args.later_loads,
                  "Load the method this many times more, each by a new module in this process "
@@ -251,6 +255,7 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
   report.rss_before_kib = process_status_kib("VmRSS");
   report.program = args.program;
   report.warmup = args.warmup;
+  report.pause_ms = args.pause_ms;
   Module module(args.program, Module::LoadMode::Mmap);
 
   auto start = Clock::now();
@@ -324,6 +329,7 @@ Result<BenchReport> run_bench(const BenchArgs& args) {
     engine::profiling::set_enabled(true);
   }
   for (int64_t i = 0; i < args.runs; ++i) {
+    if (args.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(args.pause_ms));
     start = Clock::now();
     runtime::Status status = module.execute(report.method, inputs_of_run(i)).status();
     report.run_ms.push_back(ms_since(start));
@@ -444,6 +450,7 @@ nlohmann::ordered_json bench_json(const BenchReport& report) {
       {"first_run_ms", report.first_run_ms},
       {"warmup", report.warmup},
       {"runs", report.run_ms.size()},
+      {"pause_ms", report.pause_ms},
       {"latency_ms",
        {{"median", report.latency.median},
         {"p90", report.latency.p90},

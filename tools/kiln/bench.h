@@ -35,6 +35,9 @@ struct BenchArgs {
   int64_t warmup = 3;
   /// Timed runs, after the warm-up.
   int64_t runs = 10;
+  /// Milliseconds to sleep before each timed run (untimed): an application that calls the
+  /// model now and then, whose idle threads have gone to sleep between calls. 0: back to back.
+  int64_t pause_ms = 0;
   /// Seed of the random inputs.
   uint64_t seed = 0;
   /// Loads of the method after the first, each by a new Module of the same program in this
@@ -51,7 +54,8 @@ struct BenchArgs {
 
 /// Adds the positional program and the flags of `kiln bench` to `app`, storing into `args`,
 /// which must outlive `app.parse`. CLI11 rejects out-of-range values while parsing (a
-/// `CLI::ValidationError` naming the flag): --threads 1..256, --warmup 0.., --runs 1...
+/// `CLI::ValidationError` naming the flag): --threads 1..256, --warmup 0.., --runs 1..,
+/// --pause-ms 0..60000.
 void add_bench_flags(CLI::App& app, BenchArgs& args);
 
 /// Statistics of the timed runs, in milliseconds.
@@ -118,6 +122,7 @@ struct BenchReport {
   std::string later_cache = "off";
   double first_run_ms = 0;
   int64_t warmup = 0;
+  int64_t pause_ms = 0;        ///< Slept before each timed run.
   std::vector<double> run_ms;  ///< Each timed run, in order.
   LatencyStats latency;
   /// With --profile: each engine step's time over the timed runs, slowest first.
@@ -151,6 +156,7 @@ runtime::Result<BenchReport> run_bench(const BenchArgs& args);
 
 /// The `--json` object: "program", "method", "threads", "threads_applied", "inputs",
 /// "load_ms", "program_load_ms", "method_load_ms", "cache", "first_run_ms", "warmup", "runs",
+/// "pause_ms",
 /// "latency_ms" {"median", "p90", "min", "mean"}, "run_ms" (every timed run); with several
 /// input sets, "input_sets": [{"inputs", "first_run_ms"}...]; with --profile,
 /// "profile": [{"function", "step", "node", "op", "device", "calls", "total_ms", "mean_ms",

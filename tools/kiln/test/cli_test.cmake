@@ -162,6 +162,9 @@ run_kiln(bench_json EXPECT ok ARGS bench "${program}" --input "x=${input}" --thr
                 "\"source\": \"from .*x.npy\""
                 "\"memory\": {" "\"rss_before_mib\": [0-9.e-]+" "\"peak_rss_mib\": [0-9.e-]+"
                 "\"peak_growth_mib\": [0-9.e-]+")
+run_kiln(bench_pause EXPECT ok ARGS bench "${program}" --warmup 0 --runs 2 --pause-ms 5 --json
+         STDOUT "\"pause_ms\": 5" "\"runs\": 2")
+run_kiln(bench_bad_pause EXPECT fail ARGS bench "${program}" --pause-ms -1 STDERR "--pause-ms")
 run_kiln(bench_bad_runs EXPECT fail ARGS bench "${program}" --runs 0 STDERR "--runs")
 run_kiln(bench_bad_threads EXPECT fail ARGS bench "${program}" --threads 0 STDERR "--threads")
 run_kiln(bench_unknown_method EXPECT fail ARGS bench "${program}" --method nope
