@@ -294,7 +294,8 @@ Status execute_profiled(CompiledFunctionImpl& impl) {
 }  // namespace
 
 Status CompiledFunctionImpl::execute() {
-  if (team_threads > 1) cpu::start_thread_team(team_threads);  // the calling thread's, once
+  if (team_threads > 1)
+    cpu::rejoin_thread_team(team_threads);  // started, or spread again after rest
   if (pooled) renew_pool();
   if (profiling::enabled()) return execute_profiled(*this);
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -171,7 +171,8 @@ class CompiledFunction {
   /// The most intra-op threads one of its steps runs on: 1 when every step's work is too small
   /// to split (then no run starts an OpenMP team), at most `CompileOptions::num_threads`. The
   /// first run on a thread starts that thread's team of this size with its members on
-  /// distinct CPUs (`cpu::start_thread_team`).
+  /// distinct CPUs, and a run after the team has rested (1 ms or more since the thread's last
+  /// run) spreads them again (`cpu::rejoin_thread_team`).
   int team_threads() const;
   /// Whether `run` takes inputs of these sizes: equal to `input_sizes` for a plan specialized
   /// for them; fitting the input types for a shape-generic plan. Errors: InvalidArgument naming

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 #if defined(__linux__)
@@ -90,12 +91,11 @@ bool move_off_creator_cpu(int creator_cpu) {
 
 int team_size(int num_threads) { return num_threads > 0 ? num_threads : omp_get_max_threads(); }
 
-TeamStart start_thread_team(int num_threads) {
-  thread_local int largest_started = 1;
-  const int wanted = team_size(num_threads);
-  if (wanted <= largest_started) return {};
-  largest_started = wanted;
+namespace {
 
+// Runs the calling thread's team of `wanted` members once, moving each member that shares a
+// CPU with an earlier one to a CPU none is on (the work of start_thread_team).
+TeamStart spread_team(int wanted) {
   const bool spread = omp_get_proc_bind() == omp_proc_bind_false;
   auto cpus = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(wanted));
   for (int i = 0; i < wanted; ++i) cpus[static_cast<size_t>(i)].store(-1);
@@ -119,7 +119,11 @@ TeamStart start_thread_team(int num_threads) {
         while (turn.load() != me) yield();
         std::vector<int> now(static_cast<size_t>(team));
         for (int i = 0; i < team; ++i) now[static_cast<size_t>(i)] = cpus[static_cast<size_t>(i)];
-        const std::vector<int> targets = cpus_to_move_to(now, me, allowed_cpus());
+        // Asking the system for the allowed CPUs only when this member shares one.
+        const bool shares = std::find(now.begin(), now.begin() + me,
+                                      now[static_cast<size_t>(me)]) != now.begin() + me;
+        const std::vector<int> targets =
+            shares ? cpus_to_move_to(now, me, allowed_cpus()) : std::vector<int>{};
         if (!targets.empty() && move_this_thread(targets)) {
           moved.fetch_add(1);
           cpus[static_cast<size_t>(me)].store(current_cpu());
@@ -132,6 +136,33 @@ TeamStart start_thread_team(int num_threads) {
     }
   }
   return TeamStart{members, moved.load()};
+}
+
+// The calling thread's team: the largest started, and when it last ran (rejoin_thread_team).
+struct TeamRecord {
+  int largest_started = 1;
+  std::chrono::steady_clock::time_point last_run{};
+};
+thread_local TeamRecord team_record;
+
+}  // namespace
+
+TeamStart start_thread_team(int num_threads) {
+  const int wanted = team_size(num_threads);
+  if (wanted <= team_record.largest_started) return {};
+  team_record.largest_started = wanted;
+  team_record.last_run = std::chrono::steady_clock::now();
+  return spread_team(wanted);
+}
+
+TeamStart rejoin_thread_team(int num_threads, std::chrono::microseconds idle) {
+  const int wanted = team_size(num_threads);
+  if (wanted > team_record.largest_started) return start_thread_team(num_threads);
+  if (wanted <= 1) return {};
+  const auto now = std::chrono::steady_clock::now();
+  const bool rested = now - team_record.last_run >= idle;
+  team_record.last_run = now;
+  return rested ? spread_team(wanted) : TeamStart{};
 }
 
 }  // namespace kiln::engine::cpu

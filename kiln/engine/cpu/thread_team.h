@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <vector>
 
 /// The OpenMP team that runs a thread's parallel steps (oneDNN's and kiln's loops), started
@@ -28,6 +29,21 @@ struct TeamStart {
 /// the user binds threads (OMP_PROC_BIND) and to the system outside Linux. Cheap after the
 /// first call of a size on a thread: one thread-local comparison.
 TeamStart start_thread_team(int num_threads);
+
+/// Before a run on the calling thread's team of `num_threads`: starts it as
+/// `start_thread_team` when it has not started; when the thread's last call is `idle` or more
+/// ago, runs the team once and moves members that share a CPU apart again.
+///
+/// OpenMP's idle members go to sleep, and Linux often wakes a sleeping member on the CPU of
+/// the thread that wakes it (on a 2-CPU virtual machine, whose idle virtual CPU looks busy to
+/// it), where the two then take turns in time slices, as at a first run. Called every 30 ms
+/// at 2 threads (`kiln bench --pause-ms 30`), SqueezeNet took 9.5 ms a call with only the first
+/// start spread and 3.2 ms with this check (ONNX Runtime: 4.6; back to back: 2.9), GPT
+/// prefill's 90th percentile 13.8 and 1.8 ms. Back-to-back calls (closer than `idle`, while
+/// the members still spin) cost one clock read. Returns what the check did (`members` 0: no
+/// check).
+TeamStart rejoin_thread_team(int num_threads,
+                             std::chrono::microseconds idle = std::chrono::microseconds(1000));
 
 /// The members of a team of `num_threads` (0: omp_get_max_threads()).
 int team_size(int num_threads);

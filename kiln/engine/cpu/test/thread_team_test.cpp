@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -94,6 +95,28 @@ TEST(StartThreadTeam, StartsATeamOnceAPerSizeAndLeavesNoMemberPinned) {
     const Cpus process = affinity_of_this_thread();
     std::vector<Cpus> seen(4);
 #pragma omp parallel num_threads(4)
+    seen[static_cast<size_t>(omp_get_thread_num())] = affinity_of_this_thread();
+    for (const Cpus& member : seen) EXPECT_EQ(member, process);
+#endif
+  }).join();
+}
+
+TEST(RejoinThreadTeam, StartsATeamThenChecksItOnlyAfterItRested) {
+  std::thread([] {
+    using std::chrono::microseconds;
+    EXPECT_EQ(rejoin_thread_team(2, microseconds(1000)).members, 2);  // not started: starts
+    EXPECT_EQ(start_thread_team(2).members, 0);
+    // Called again at once: the members still spin, nothing to check.
+    EXPECT_EQ(rejoin_thread_team(2, std::chrono::hours(1)).members, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const TeamStart checked = rejoin_thread_team(2, microseconds(1000));
+    EXPECT_EQ(checked.members, 2);  // rested: run once, members spread again
+    EXPECT_LE(checked.moved, 1);
+    EXPECT_EQ(rejoin_thread_team(1, microseconds(0)).members, 0);  // one thread: no team
+#if defined(__linux__)
+    const Cpus process = affinity_of_this_thread();
+    std::vector<Cpus> seen(2);
+#pragma omp parallel num_threads(2)
     seen[static_cast<size_t>(omp_get_thread_num())] = affinity_of_this_thread();
     for (const Cpus& member : seen) EXPECT_EQ(member, process);
 #endif
