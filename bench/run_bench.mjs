@@ -359,6 +359,12 @@ function main() {
       parts.push(patternTable(args, threads));
     }
   }
+  const paused = ['squeezenet1_1', 'ocr_rec', 'gpt_prefill'].filter((n) => names.includes(n));
+  const most = Math.max(...args.threads);
+  if (args.backend === 'kiln' && paused.length && most > 1) {
+    log(`calls with pauses: ${paused.join(', ')}, ${most} thread(s) (bench/pause_bench.mjs)`);
+    parts.push(pauseTable(args, most, paused));
+  }
   for (const gpt of ['gpt', 'gpt_large']) {
     if (args.backend !== 'kiln' || ![`${gpt}_prefill`, `${gpt}_decode`].every((n) => names.includes(n))) {
       continue;
@@ -423,6 +429,16 @@ function patternTable(args, threads) {
                      ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads)],
                      `Patterns the importer rewrites, ${threads} thread(s) ` +
                      `(\`bench/pattern_bench.mjs --threads ${threads}\`)`);
+}
+
+// bench/pause_bench.mjs's table (runs back to back and after 30 ms pauses, kiln and ONNX
+// Runtime).
+function pauseTable(args, threads, models) {
+  return scriptTable('pause_bench.mjs',
+                     ['--models', args.models, '--kiln', args.kiln, '--threads', String(threads),
+                      '--only', models.join(',')],
+                     `A model called now and then, ${threads} thread(s) ` +
+                     `(\`bench/pause_bench.mjs --threads ${threads}\`)`);
 }
 
 // bench/memory_bench.mjs's table (one multifunction program vs two ONNX Runtime sessions).
