@@ -291,15 +291,18 @@ bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<S
 /// dilation or groups, a constant weight and channels in multiples of 16; TooLarge for such a
 /// Conv of large weights (`has_large_weights`: the transform at load costs more than the
 /// kernel gains); FewOutputChannels for one of at most 16 output channels over an image of
-/// 80 x 80 or more (the direct kernel runs it faster); No otherwise.
+/// 80 x 80 or more unless `own_loops` (oneDNN's direct kernel runs it faster than oneDNN's
+/// Winograd kernel; kiln's Winograd loops, which run it with `own_loops`, are faster still); No
+/// otherwise.
 enum class WinogradFit { No, Yes, TooLarge, FewOutputChannels };
-WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots);
+WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots,
+                         bool own_loops);
 
 /// Whether a function with these resolved `slots` has a Conv that fits Winograd (Yes above):
 /// then its Convs but those of large weights are built in `cpu::ActivationLayout::Blocked`,
 /// with `cpu::OpDesc::winograd` (see `CompileOptions::winograd`). `skipped` marks folded nodes.
 bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
-                       const std::vector<bool>& skipped);
+                       const std::vector<bool>& skipped, bool own_loops);
 
 /// Whether a function with these resolved `slots` has a 2-D depthwise Conv (groups = input
 /// channels, more than one): then all its Convs are built in `cpu::ActivationLayout::Blocked`

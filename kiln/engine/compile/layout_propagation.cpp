@@ -76,9 +76,11 @@ bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<S
   return numel > kMaxWeights;
 }
 
-WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots) {
+WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots,
+                         bool own_loops) {
   if (!winograd_shape(node, slots)) return WinogradFit::No;
-  // A Winograd weight is 16/9 (F(2x2, 3x3)) of the direct one, and the Conv gains least where
+  // A Winograd weight is 16/9 (oneDNN's F(2x2, 3x3)) to 4 (F(4x4, 3x3): oneDNN's other kernel
+  // and kiln's loops) times the direct one, and the Conv gains least where
   // weights are large and images small: ResNet-18's 7x7 stage on Winograd ran 5% faster but
   // made its cache entry 77 MB against 47 and its warm load 13-15 ms against 10-12 (mapping
   // and checking the larger entry), so such Convs stay direct.
@@ -94,16 +96,21 @@ WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr
   const Slot& x = *slots[static_cast<size_t>(node.inputs[0])];
   const Slot& w = *slots[static_cast<size_t>(node.inputs[1])];
   constexpr int64_t kOneBlock = 16, kLargeImage = 80 * 80;
-  if ((*w.sizes)[0] <= kOneBlock && (*x.sizes)[2] * (*x.sizes)[3] >= kLargeImage) {
+  // kiln's Winograd loops (winograd_conv.cpp) run these 1.4-1.7 x faster than the direct ones,
+  // at 1 and 2 threads (`kiln_winograd_bench`: 16 -> 16 at 160 x 160 150 GFLOP/s against 102,
+  // 64 -> 16 at 80 x 80 182 against 109, at 1 thread).
+  if (!own_loops && (*w.sizes)[0] <= kOneBlock && (*x.sizes)[2] * (*x.sizes)[3] >= kLargeImage) {
     return WinogradFit::FewOutputChannels;
   }
   return WinogradFit::Yes;
 }
 
 bool has_winograd_conv(const ir::Graph& graph, const std::vector<std::unique_ptr<Slot>>& slots,
-                       const std::vector<bool>& skipped) {
+                       const std::vector<bool>& skipped, bool own_loops) {
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (!skipped[n] && winograd_fit(graph.nodes[n], slots) == WinogradFit::Yes) return true;
+    if (!skipped[n] && winograd_fit(graph.nodes[n], slots, own_loops) == WinogradFit::Yes) {
+      return true;
+    }
   }
   return false;
 }

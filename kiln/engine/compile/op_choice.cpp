@@ -23,7 +23,9 @@ Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node
   if (node.op == "Conv" && blocked_convs_ && !has_large_weights(node, impl_->slots)) {
     // (A Conv of large weights stays in the layout oneDNN prefers: see has_large_weights.)
     desc.activation_layout = cpu::ActivationLayout::Blocked;
-    desc.winograd = winograd_convs_ && winograd_fit(node, impl_->slots) == WinogradFit::Yes;
+    desc.winograd =
+        winograd_convs_ && winograd_fit(node, impl_->slots, own_winograd_) == WinogradFit::Yes;
+    desc.own_winograd = own_winograd_;
   }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);

@@ -20,12 +20,16 @@ inline std::string describe_node(const ir::Node& node) { return node.name + " ("
 /// One builder builds one plan.
 class PlanBuilder {
  public:
+  /// `frequent_reshapes`: the specialization expects frequent reshapes
+  /// (`SpecializationOptions::expect_frequent_reshapes`), so kernels that generate code for each
+  /// shape are avoided where kiln's loops take the op (Winograd's Convs).
   PlanBuilder(const ir::Model& model, const ir::Graph& graph, std::vector<runtime::Tensor> weights,
-              const CompileOptions& options)
+              const CompileOptions& options, bool frequent_reshapes)
       : model_(model),
         graph_(graph),
         weights_(std::move(weights)),
         options_(options),
+        frequent_reshapes_(frequent_reshapes),
         impl_(std::make_unique<CompiledFunctionImpl>()) {}
 
   /// Builds the plan for `input_sizes`, or (nullopt) a shape-generic one: no value but the
@@ -106,6 +110,7 @@ class PlanBuilder {
   const ir::Graph& graph_;
   std::vector<runtime::Tensor> weights_;
   const CompileOptions& options_;
+  const bool frequent_reshapes_;
   std::unique_ptr<CompiledFunctionImpl> impl_;
   std::vector<bool> folded_, absorbed_;
   /// Per MatMul node: the Transpose node deferred to it (`defer_to_matmul`), or -1.
@@ -116,6 +121,7 @@ class PlanBuilder {
   bool read_transposed_ = false;
   bool blocked_convs_ = false;   ///< Convs in ActivationLayout::Blocked.
   bool winograd_convs_ = false;  ///< And on Winograd where it fits.
+  bool own_winograd_ = false;    ///< Winograd's Convs on kiln's loops rather than oneDNN's.
   std::vector<int> num_uses_, consumer_, producer_;
 };
 

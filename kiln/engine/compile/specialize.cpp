@@ -101,7 +101,11 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
     if (!folded_[n]) KILN_RETURN_IF_ERROR(probe_shapes(graph_.nodes[n]));
   }
   count_uses();
-  winograd_convs_ = options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_);
+  // Expecting frequent reshapes, kiln's Winograd loops take the Convs given to Winograd
+  // (`cpu::OpDesc::own_winograd`): no code is generated for a new shape.
+  own_winograd_ = frequent_reshapes_ && options_.small_ops_own_loops && cpu::own_vector_loops();
+  winograd_convs_ =
+      options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_, own_winograd_);
   blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
   absorbed_.assign(graph_.nodes.size(), false);
   b_transpose_.assign(graph_.nodes.size(), -1);
@@ -507,7 +511,7 @@ Result<std::unique_ptr<CompiledFunctionImpl>> build_function(
     }
   }
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> weights, weight_tensors(model, compile));
-  PlanBuilder builder(model, *graph, std::move(weights), compile);
+  PlanBuilder builder(model, *graph, std::move(weights), compile, options.expect_frequent_reshapes);
   auto impl = builder.build(input_sizes);
   if (!impl.ok()) {
     const std::string& message = impl.status().message();

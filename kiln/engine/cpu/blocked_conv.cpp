@@ -12,6 +12,7 @@
 // oneDNN's direct 3x3 kernels take 0.1-1 ms each to generate (OCR detection's ten took 3.5 ms of
 // a first run at 1 thread); these loops generate nothing.
 
+#include <kiln/engine/cpu/blocked_loops_op.h>
 #include <kiln/engine/cpu/conv_loops.h>
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/dnnl_staged.h>
@@ -37,65 +38,9 @@ constexpr int kTilePixels = 12;  // conv_loops.cpp's
 // --profile`).
 constexpr double kMaxOutputBytes = 2 << 20;
 
-// nChw16c from plain NCHW ([n][c][hw] to [n][c / 16][hw][16], padding zero) and back.
-void to_blocked(const float* plain, float* blocked, int64_t n, int64_t c, int64_t hw) {
-  const int64_t blocks = (c + kLanes - 1) / kLanes;
-  std::memset(blocked, 0, sizeof(float) * static_cast<size_t>(n * blocks * hw * kLanes));
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const float* from = plain + (i * c + ch) * hw;
-      float* to = blocked + ((i * blocks + ch / kLanes) * hw) * kLanes + ch % kLanes;
-      for (int64_t p = 0; p < hw; ++p) to[p * kLanes] = from[p];
-    }
-  }
-}
-
-void from_blocked(const float* blocked, float* plain, int64_t n, int64_t c, int64_t hw) {
-  const int64_t blocks = (c + kLanes - 1) / kLanes;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const float* from = blocked + ((i * blocks + ch / kLanes) * hw) * kLanes + ch % kLanes;
-      float* to = plain + (i * c + ch) * hw;
-      for (int64_t p = 0; p < hw; ++p) to[p] = from[p * kLanes];
-    }
-  }
-}
-
-class PointwiseConvOp final : public CpuOp {
+class PointwiseConvOp final : public BlockedLoopsOp {
  public:
   static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
-
-  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
-  std::string describe() const override { return describe_; }
-  std::string provider() const override { return "kiln"; }
-
-  std::optional<NativeLayout> native_input_layout(size_t index) const override {
-    if (index == 0) return native_layout(blocked_md(in_sizes_));
-    if (has_residual_ && index == residual_index_) {
-      return native_layout(blocked_md(outputs_[0].sizes));
-    }
-    return std::nullopt;
-  }
-  std::optional<NativeLayout> native_output_layout(size_t index) const override {
-    if (index != 0) return std::nullopt;
-    return native_layout(blocked_md(outputs_[0].sizes));
-  }
-  Status use_native_input(size_t index) override {
-    if (index == 0) {
-      native_in_ = true;
-      return Status();
-    }
-    if (has_residual_ && index == residual_index_) {
-      native_residual_ = true;
-      return Status();
-    }
-    return CpuOp::use_native_input(index);
-  }
-  Status use_native_output(size_t index) override {
-    if (index != 0) return CpuOp::use_native_output(index);
-    native_out_ = true;
-    return Status();
-  }
 
   // The input with its side pads (pad_columns), taken from storage shared with other ops.
   uint64_t scratchpad_bytes() const override {
@@ -123,13 +68,7 @@ class PointwiseConvOp final : public CpuOp {
 
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override {
-    if (inputs.empty() || inputs[0] == nullptr || outputs.size() != 1 || outputs[0] == nullptr ||
-        (has_residual_ &&
-         (inputs.size() <= residual_index_ || inputs[residual_index_] == nullptr))) {
-      return Status(Error::InvalidArgument, "run op 'Conv' (" + describe_ + "): expected input 0" +
-                                                (has_residual_ ? ", the residual" : "") +
-                                                " and one output");
-    }
+    KILN_RETURN_IF_ERROR(check_run(inputs, outputs));
     if (!finished_) KILN_RETURN_IF_ERROR(finish());
     const int64_t n = in_sizes_[0], c = in_sizes_[1], o = outputs_[0].sizes[1];
     ConvJob j;
@@ -274,13 +213,6 @@ class PointwiseConvOp final : public CpuOp {
     }
   }
 
-  static memory::desc blocked_md(const std::vector<int64_t>& sizes) {
-    return memory::desc(to_dims(sizes), memory::data_type::f32, memory::format_tag::aBcd16b);
-  }
-
-  std::string describe_;
-  std::vector<int64_t> in_sizes_;
-  std::vector<TensorDesc> outputs_;
   std::vector<PostOp> post_ops_;
   int64_t c16_ = 0, blocks_out_ = 0, pixels_ = 0;  // pixels_: the output's
   int64_t stride_h_ = 1, stride_w_ = 1;
@@ -291,9 +223,7 @@ class PointwiseConvOp final : public CpuOp {
   float* padded_ = nullptr;  // where: the shared scratchpad, or own_padded_
   std::vector<float> own_padded_;
   int num_threads_ = 1;
-  bool has_residual_ = false;
-  size_t residual_index_ = 0;
-  bool native_in_ = false, native_out_ = false, native_residual_ = false, finished_ = false;
+  bool finished_ = false;
   const float* weights_ = nullptr;
   // Staging: the input in nChw16c (given plain), its strided pixels compacted, the output
   // and the residual in nChw16c (wanted or given plain).
@@ -435,6 +365,29 @@ Result<std::unique_ptr<CpuOp>> PointwiseConvOp::create(const OpDesc& desc) {
 }
 
 }  // namespace
+
+void to_blocked(const float* plain, float* blocked, int64_t n, int64_t c, int64_t hw) {
+  const int64_t blocks = (c + kLanes - 1) / kLanes;
+  std::memset(blocked, 0, sizeof(float) * static_cast<size_t>(n * blocks * hw * kLanes));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* from = plain + (i * c + ch) * hw;
+      float* to = blocked + ((i * blocks + ch / kLanes) * hw) * kLanes + ch % kLanes;
+      for (int64_t p = 0; p < hw; ++p) to[p * kLanes] = from[p];
+    }
+  }
+}
+
+void from_blocked(const float* blocked, float* plain, int64_t n, int64_t c, int64_t hw) {
+  const int64_t blocks = (c + kLanes - 1) / kLanes;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* from = blocked + ((i * blocks + ch / kLanes) * hw) * kLanes + ch % kLanes;
+      float* to = plain + (i * c + ch) * hw;
+      for (int64_t p = 0; p < hw; ++p) to[p] = from[p * kLanes];
+    }
+  }
+}
 
 Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc) {
   return PointwiseConvOp::create(desc);

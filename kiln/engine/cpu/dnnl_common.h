@@ -298,6 +298,10 @@ Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);
 /// horizontal stride 1 or 2, no dilation) not given to Winograd's kernels (OpDesc::winograd);
 /// NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc);
+/// A 3x3 stride-1 Conv of one group and at least 16 input channels in ActivationLayout::Blocked
+/// given to Winograd's kernels (OpDesc::winograd), on kiln's own F(4x4, 3x3) loops over nChw16c
+/// (winograd_conv.cpp), with the loops' post-ops and one residual; NotSupported for any other.
+Result<std::unique_ptr<CpuOp>> create_winograd_conv(const OpDesc& desc);
 /// MaxPool and AveragePool (2-D, f32) on kiln's own loops (pool_loops.cpp): small inputs in a
 /// producer's nChw16c or nhwc, read and written natively, and with `plain` any other input
 /// (plain NCHW); NotSupported for any other pool (oneDNN's op takes it).

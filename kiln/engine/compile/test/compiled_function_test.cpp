@@ -202,7 +202,7 @@ TEST(Specialize, WinogradConvsMatchReferenceOnAndOff) {
     ASSERT_NE(concat, nullptr);
     const auto& steps = concat->placement();
     ASSERT_EQ(steps.size(), 6u);
-    bool wino = steps[2].detail.find("wino") != std::string::npos;
+    bool wino = is_winograd(steps[2].detail);
     if (!winograd) {
       EXPECT_FALSE(wino) << steps[2].detail;
     }
@@ -235,17 +235,19 @@ TEST(Specialize, LargeWeightsRunDirectInTheLayoutOneDnnPrefers) {
   ASSERT_EQ(f->placement().size(), 4u);
   for (size_t large : {1, 2}) {
     const std::string& detail = f->placement()[large].detail;
-    EXPECT_EQ(detail.find("wino"), std::string::npos) << detail;
+    EXPECT_FALSE(is_winograd(detail)) << detail;
     EXPECT_EQ(detail.find("aBcd16b"), std::string::npos) << detail;
   }
-  if (f->placement()[0].detail.find("wino") != std::string::npos) {  // AVX-512: blocked convs
-    EXPECT_NE(f->placement()[3].detail.find("wino"), std::string::npos) << f->placement()[3].detail;
+  if (is_winograd(f->placement()[0].detail)) {  // AVX-512: blocked convs
+    EXPECT_TRUE(is_winograd(f->placement()[3].detail)) << f->placement()[3].detail;
   }
 }
 
-// A 3x3 Conv to one block of output channels over a large image stays direct beside Winograd
-// neighbours (winograd_fit: FewOutputChannels), in their blocked layout; results match.
-TEST(Specialize, OneOutputBlockOverALargeImageStaysDirect) {
+// A 3x3 Conv to one block of output channels over a large image: on oneDNN's kernels it stays
+// direct beside Winograd neighbours (winograd_fit: FewOutputChannels), in their blocked layout;
+// expecting frequent reshapes, kiln's Winograd loops (where they run) take it and its
+// neighbour. Results match.
+TEST(Specialize, OneOutputBlockOverALargeImageStaysDirectOnOneDnn) {
   ModelBuilder b(13);
   int x = b.input("x", {1, 16, 80, 80});
   std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
@@ -254,14 +256,24 @@ TEST(Specialize, OneOutputBlockOverALargeImageStaysDirect) {
   b.node("Conv", {x, w1}, {c1}, conv);
   b.node("Conv", {c1, w2}, {y}, conv);
   b.output(y);
-  auto f = check_against_reference(b.build(), {{1, 16, 80, 80}}, CompileOptions{});
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(f->placement().size(), 2u);
-  const std::string& wide = f->placement()[0].detail;
-  const std::string& narrow = f->placement()[1].detail;
-  EXPECT_EQ(narrow.find("wino"), std::string::npos) << narrow;
-  if (wide.find("wino") != std::string::npos) {  // AVX-512: the blocked layout throughout
-    // (oneDNN's direct kernel, or kiln's loops over nChw16c.)
+  const ir::Model model = b.build();
+  for (bool reshapes : {false, true}) {
+    SCOPED_TRACE(reshapes ? "frequent reshapes" : "default options");
+    SpecializationOptions spec = cpu_only();
+    spec.expect_frequent_reshapes = reshapes;
+    auto f = check_against_reference(model, {{1, 16, 80, 80}}, CompileOptions{}, 1e-4, 1e-5, spec);
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(f->placement().size(), 2u);
+    const std::string& wide = f->placement()[0].detail;
+    const std::string& narrow = f->placement()[1].detail;
+    if (reshapes && cpu::own_vector_loops()) {
+      EXPECT_NE(wide.find("kiln Winograd"), std::string::npos) << wide;
+      EXPECT_NE(narrow.find("kiln Winograd"), std::string::npos) << narrow;
+      continue;
+    }
+    if (!is_winograd(wide)) continue;  // no Winograd kernels on this CPU
+    EXPECT_FALSE(is_winograd(narrow)) << narrow;
+    // The blocked layout throughout: oneDNN's direct kernel, or kiln's loops over nChw16c.
     EXPECT_TRUE(narrow.find("aBcd16b") != std::string::npos ||
                 narrow.find("nChw16c") != std::string::npos)
         << narrow;

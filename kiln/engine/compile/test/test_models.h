@@ -208,12 +208,20 @@ inline void expect_close(const Tensor& actual, const Tensor& expected, double rt
   }
 }
 
-/// Compiles the model's function for its inputs' shapes (fusion on or off), runs it on seeded
-/// random inputs and compares every output with the reference interpreter's.
+/// Whether a step's placement detail names a Winograd kernel (oneDNN's "wino" kernels or
+/// kiln's "Winograd" loops).
+inline bool is_winograd(const std::string& detail) {
+  return detail.find("wino") != std::string::npos || detail.find("Winograd") != std::string::npos;
+}
+
+/// Compiles the model's function for its inputs' shapes (fusion on or off; `spec`, else
+/// `cpu_only()`), runs it on seeded random inputs and compares every output with the reference
+/// interpreter's (within `atol + rtol * |expected|`).
 inline std::unique_ptr<compile::CompiledFunction> check_against_reference(
     const ir::Model& model, const std::vector<std::vector<int64_t>>& sizes,
-    const CompileOptions& options) {
-  auto compiled = compile::specialize(model, "main", sizes, cpu_only(), options);
+    const CompileOptions& options, double rtol = 1e-4, double atol = 1e-5,
+    const SpecializationOptions& spec = cpu_only()) {
+  auto compiled = compile::specialize(model, "main", sizes, spec, options);
   EXPECT_TRUE(compiled.ok()) << compiled.status().to_string();
   if (!compiled.ok()) return nullptr;
   auto& f = **compiled;
@@ -229,7 +237,7 @@ inline std::unique_ptr<compile::CompiledFunction> check_against_reference(
   EXPECT_TRUE(status.ok()) << status.to_string();
   EXPECT_EQ(expected.size(), outputs.size()) << "the reference run failed";
   for (size_t i = 0; i < outputs.size() && i < expected.size(); ++i) {
-    expect_close(outputs[i].tensor, expected[i].tensor);
+    expect_close(outputs[i].tensor, expected[i].tensor, rtol, atol);
   }
   return std::move(*compiled);
 }

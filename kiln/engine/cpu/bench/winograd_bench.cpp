@@ -1,8 +1,10 @@
-// 3x3 stride-1 Convs among blocked Convs: oneDNN's Winograd kernel against its direct one
-// (OpDesc::winograd), nChw16c in and out natively as inside a model (batch 1, f32, Relu), over
-// output channels and image sizes around the rule that keeps a Conv to one block of output
-// channels over a large image direct (winograd_fit, engine/compile/layout_propagation.cpp): the
-// run time (GFLOP/s of the direct algorithm's work) at the threads given. Run by hand, e.g.
+// 3x3 stride-1 Convs among blocked Convs: kiln's direct loops (0), oneDNN's Winograd kernel (1)
+// and kiln's Winograd loops (2, winograd_conv.cpp) (OpDesc::winograd), nChw16c in and out natively
+// as inside a model (batch 1, f32, Relu), over output channels and image sizes around the rule that
+// keeps a Conv to one block of output channels over a large image direct (winograd_fit,
+// engine/compile/layout_propagation.cpp): the run time (GFLOP/s of the direct algorithm's work) at
+// the threads given, and the time to create each op (oneDNN's primitive cache cleared before). Run
+// by hand, e.g.
 //   kiln_winograd_bench --benchmark_min_time=0.2 --benchmark_enable_random_interleaving=true
 //                       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
@@ -10,7 +12,9 @@
 #include <kiln/engine/cpu/cpu_op.h>
 
 #include <benchmark/benchmark.h>
+#include <dnnl.hpp>
 
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,11 +45,18 @@ const Layer kLayers[] = {
     {"64->64 40x40", 64, 64, 40},
     {"resnet 64->64 56x56", 64, 64, 56},
     {"128->16 20x20", 128, 16, 20},
+    {"ocr 128->128 40x40", 128, 128, 40},
+    {"ocr 256->256 20x20", 256, 256, 20},
+    {"resnet 128->128 28x28", 128, 128, 28},
+    {"resnet 256->256 14x14", 256, 256, 14},
+    {"ocr 64->64 80x80", 64, 64, 80},
+    {"32->64 32x32", 32, 64, 32},
+    {"128->128 16x16", 128, 128, 16},
 };
 
 void BM_Winograd(benchmark::State& state) {
   const Layer& l = kLayers[state.range(0)];
-  const bool winograd = state.range(1) == 1;
+  const int64_t mode = state.range(1);
   std::mt19937 generator(1);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   std::vector<float> w(static_cast<size_t>(l.o * l.c * 9)), b(static_cast<size_t>(l.o));
@@ -63,8 +74,14 @@ void BM_Winograd(benchmark::State& state) {
   desc.post_ops = {PostOp{PostOpKind::Relu}};
   desc.num_threads = static_cast<int>(state.range(2));
   desc.activation_layout = ActivationLayout::Blocked;
-  desc.winograd = winograd;
+  desc.winograd = mode != 0;
+  desc.own_winograd = mode == 2;
+  dnnl::set_primitive_cache_capacity(0);  // a creation as in a fresh process
+  const auto start = std::chrono::steady_clock::now();
   auto op = CpuOp::create(desc);
+  const double create_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  dnnl::set_primitive_cache_capacity(1024);
   if (!op.ok()) {
     state.SkipWithError(op.status().message().c_str());
     return;
@@ -75,14 +92,14 @@ void BM_Winograd(benchmark::State& state) {
   const double flops = 2.0 * static_cast<double>(l.c * l.o * 9 * l.hw * l.hw);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["create_ms"] = create_ms;
   state.SetLabel(std::string(l.name) + ": " + (*op)->describe().substr(0, 40));
 }
 
 void layers(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2}) {
     for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
-      b->Args({i, 0, threads});
-      b->Args({i, 1, threads});
+      for (int64_t mode : {0, 1, 2}) b->Args({i, mode, threads});
     }
   }
 }

@@ -5,7 +5,11 @@
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/test/op_case.h>
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace kiln::engine::cpu::test_support {
@@ -51,6 +55,56 @@ inline OwnedTensor from_blocked16(const std::vector<float>& data, const std::vec
     }
   }
   return out;
+}
+
+/// Runs a created Conv `op` of X (input 0) and a residual (input `residual`, the last of
+/// `num_inputs`) twice, each of X, the residual and the output in nChw16c when asked (given
+/// with zero padding lanes; the output's padding lanes checked zero after the runs) or plain,
+/// after checking the layouts the op reports; returns the output, plain.
+inline OwnedTensor run_blocked16(CpuOp& op, const runtime::Tensor& x, const runtime::Tensor& res,
+                                 size_t residual, size_t num_inputs, bool native_in,
+                                 bool native_out, bool native_residual) {
+  using runtime::Tensor;
+  const std::vector<int64_t> x_sizes(x.sizes().begin(), x.sizes().end());
+  const std::vector<int64_t> out = op.outputs()[0].sizes;
+  auto reports = [](const std::optional<CpuOp::NativeLayout>& layout,
+                    const std::vector<int64_t>& sizes) {
+    return layout.has_value() && layout->id == dnnl_impl::layout_bytes(blocked16_md(sizes));
+  };
+  EXPECT_TRUE(reports(op.native_input_layout(0), x_sizes));
+  EXPECT_TRUE(reports(op.native_output_layout(0), out));
+  EXPECT_TRUE(reports(op.native_input_layout(residual), out));
+  EXPECT_FALSE(op.native_input_layout(1).has_value());
+  EXPECT_TRUE(!native_in || op.use_native_input(0).ok());
+  EXPECT_TRUE(!native_out || op.use_native_output(0).ok());
+  EXPECT_TRUE(!native_residual || op.use_native_input(residual).ok());
+  EXPECT_TRUE(op.finish().ok());
+  std::vector<float> x_data = to_blocked16(x, 0.0f), r_data = to_blocked16(res, 0.0f);
+  Tensor x_native(runtime::ScalarType::Float32, x_sizes, x_data.data(),
+                  runtime::ShapeDynamism::Static, x_data.size() * sizeof(float));
+  Tensor r_native(runtime::ScalarType::Float32, out, r_data.data(), runtime::ShapeDynamism::Static,
+                  r_data.size() * sizeof(float));
+  std::vector<float> y_data(blocked16_md(out).get_size() / sizeof(float), std::nanf(""));
+  Tensor y_native(runtime::ScalarType::Float32, out, y_data.data(), runtime::ShapeDynamism::Static,
+                  y_data.size() * sizeof(float));
+  OwnedTensor y_plain = zeros(out);
+  std::vector<const Tensor*> inputs(num_inputs, nullptr);
+  inputs[0] = native_in ? &x_native : &x;
+  inputs[residual] = native_residual ? &r_native : &res;
+  Tensor* y = native_out ? &y_native : &y_plain.tensor();
+  for (int run = 0; run < 2; ++run) {
+    EXPECT_TRUE(op.run(inputs, runtime::Span<Tensor*>(&y, 1)).ok());
+  }
+  if (!native_out) return y_plain;
+  OwnedTensor plain = from_blocked16(y_data, out);
+  const std::vector<float> zero_padded = to_blocked16(plain.tensor(), 0.0f);
+  for (size_t i = 0; i < y_data.size(); ++i) {
+    if (y_data[i] != zero_padded[i]) {
+      ADD_FAILURE() << "padding element " << i << " is " << y_data[i] << " (expected 0)";
+      break;
+    }
+  }
+  return plain;
 }
 
 }  // namespace kiln::engine::cpu::test_support

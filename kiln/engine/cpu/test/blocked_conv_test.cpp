@@ -140,56 +140,11 @@ TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
                  std::to_string(s.stride));
     // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
     PointwiseCase p(s, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1, seed);
-    auto op_or = create_loops(p.c);
-    ASSERT_TRUE(op_or.ok()) << op_or.status();
-    CpuOp& op = **op_or;
-    const std::vector<int64_t> x_sizes = p.c.desc.inputs[0].sizes;
-    ASSERT_TRUE(op.native_input_layout(0).has_value());
-    EXPECT_EQ(op.native_input_layout(0)->id, dnnl_impl::layout_bytes(blocked16_md(x_sizes)));
-    ASSERT_TRUE(op.native_output_layout(0).has_value());
-    EXPECT_EQ(op.native_output_layout(0)->id, dnnl_impl::layout_bytes(blocked16_md(p.out)));
-    ASSERT_TRUE(op.native_input_layout(3).has_value());  // the residual
-    EXPECT_EQ(op.native_input_layout(3)->id, dnnl_impl::layout_bytes(blocked16_md(p.out)));
-    EXPECT_FALSE(op.native_input_layout(1).has_value());
-    if (native_in) {
-      ASSERT_TRUE(op.use_native_input(0).ok());
-    }
-    if (native_out) {
-      ASSERT_TRUE(op.use_native_output(0).ok());
-    }
-    if (native_residual) {
-      ASSERT_TRUE(op.use_native_input(3).ok());
-    }
-    ASSERT_TRUE(op.finish().ok());
-    // Blocked inputs' padding lanes are zero, as oneDNN's results leave them.
-    std::vector<float> x_data = to_blocked16(p.c.at(0), 0.0f);
-    std::vector<float> r_data = to_blocked16(p.c.at(3), 0.0f);
-    Tensor x_native(ScalarType::Float32, x_sizes, x_data.data(), runtime::ShapeDynamism::Static,
-                    x_data.size() * sizeof(float));
-    Tensor r_native(ScalarType::Float32, p.out, r_data.data(), runtime::ShapeDynamism::Static,
-                    r_data.size() * sizeof(float));
-    std::vector<float> y_data(blocked16_md(p.out).get_size() / sizeof(float), std::nanf(""));
-    Tensor y_native(ScalarType::Float32, p.out, y_data.data(), runtime::ShapeDynamism::Static,
-                    y_data.size() * sizeof(float));
-    OwnedTensor y_plain = zeros(p.out);
-    const Tensor* inputs[] = {native_in ? &x_native : &p.c.at(0), nullptr, nullptr,
-                              native_residual ? &r_native : &p.c.at(3)};
-    Tensor* out = native_out ? &y_native : &y_plain.tensor();
-    for (int run = 0; run < 2; ++run) {
-      ASSERT_TRUE(
-          op.run(runtime::Span<const Tensor*>(inputs, 4), runtime::Span<Tensor*>(&out, 1)).ok());
-    }
-    if (!native_out) {
-      expect_near(y_plain, p.expected);
-      continue;
-    }
-    expect_near(from_blocked16(y_data, p.out), p.expected);
-    // The output's padding lanes (24 channels of 32) are written zero.
-    const std::vector<float> zero_padded =
-        to_blocked16(from_blocked16(y_data, p.out).tensor(), 0.0f);
-    for (size_t i = 0; i < y_data.size(); ++i) {
-      ASSERT_EQ(y_data[i], zero_padded[i]) << "padding element " << i;
-    }
+    auto op = create_loops(p.c);
+    ASSERT_TRUE(op.ok()) << op.status();
+    expect_near(
+        run_blocked16(**op, p.c.at(0), p.c.at(3), 3, 4, native_in, native_out, native_residual),
+        p.expected);
   }
 }
 

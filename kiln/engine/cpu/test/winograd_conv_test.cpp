@@ -1,0 +1,254 @@
+// 3x3 stride-1 Convs on kiln's Winograd loops (winograd_conv.cpp) against the reference kernel
+// on seeded random data: channel counts around the blocks of 16, image sizes that are not whole
+// 4 x 4 tiles, pads of every side and none, many chunks of tiles, batches, biases, post-ops with
+// a residual before or after an activation, 1 and 2 threads (splitting the tiles, or the output
+// blocks of a small image); nChw16c in, out and residual, each native or plain; scratch memory
+// shared with other ops; the choice through CpuOp::create and the Convs left to other kernels.
+#include <kiln/engine/cpu/dnnl_common.h>
+#include <kiln/engine/cpu/test/blocked16.h>
+#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/kernels/kernels.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::engine::cpu {
+namespace {
+
+using namespace test_support;  // NOLINT(google-build-using-namespace): test helpers
+using runtime::ScalarType;
+using runtime::Tensor;
+
+constexpr const char* kWinograd = "kiln Winograd";
+
+OwnedTensor abs_of(const Tensor& t) {
+  std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+  for (float& x : v) x = std::fabs(x);
+  return OwnedTensor::of(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), std::move(v));
+}
+
+// Fails (naming up to 5 elements) unless every element is within 1e-5 + 1e-4 * |expected| plus
+// 2e-6 of `magnitude` (the sum of the products' magnitudes there): Winograd's F(3x3, 3x3)
+// rounds to up to about 4e-7 of it (sums of 300-1300 products here), while a wrong or missing
+// product is off by about 1e-2.
+void expect_winograd_near(const OwnedTensor& actual, const OwnedTensor& expected,
+                          const OwnedTensor& magnitude) {
+  ASSERT_EQ(actual.tensor().numel(), expected.tensor().numel());
+  std::vector<float> a = actual.values<float>(), e = expected.values<float>(),
+                     m = magnitude.values<float>();
+  int failures = 0;
+  for (size_t i = 0; i < a.size() && failures < 5; ++i) {
+    const double tolerance = 1e-5 + 1e-4 * std::fabs(e[i]) + 2e-6 * m[i];
+    if (!(std::fabs(a[i] - e[i]) <= tolerance)) {
+      ADD_FAILURE() << "element " << i << ": " << a[i] << " (expected " << e[i] << ", products' "
+                    << "magnitude " << m[i] << ")";
+      ++failures;
+    }
+  }
+}
+
+struct Shape {
+  int64_t batch, channels, out_channels, height, width;
+  std::vector<int64_t> pads = {1, 1, 1, 1};  // top, left, bottom, right
+};
+
+std::string name_of(const Shape& s) {
+  std::string pads;
+  for (int64_t p : s.pads) pads += std::to_string(p);
+  return "N" + std::to_string(s.batch) + " " + std::to_string(s.channels) + "->" +
+         std::to_string(s.out_channels) + " " + std::to_string(s.height) + "x" +
+         std::to_string(s.width) + " pads " + pads;
+}
+
+// A 3x3 Conv case given to Winograd's kernels: X, W, optionally B, optionally a residual;
+// `expected` from the reference convolution and post-ops.
+struct WinogradCase {
+  Case c{"Conv", {}};
+  OwnedTensor expected = zeros({0});
+  OwnedTensor magnitude = zeros({0});  // the reference Conv of |X| and |W|, without B
+  std::vector<int64_t> out;
+
+  WinogradCase(const Shape& s, bool bias, const std::vector<PostOp>& post_ops, int threads,
+               uint32_t& seed) {
+    kernels::ConvOptions options;
+    options.pads = {s.pads[0], s.pads[1], s.pads[2], s.pads[3]};
+    c.desc.attributes = {ints("pads", options.pads)};
+    c.desc.small_ops_own_loops = true;
+    c.desc.winograd = true;
+    c.desc.own_winograd = true;
+    c.desc.activation_layout = ActivationLayout::Blocked;
+    c.desc.num_threads = threads;
+    c.add(random_tensor({s.batch, s.channels, s.height, s.width}, seed++), false);
+    c.add(random_tensor({s.out_channels, s.channels, 3, 3}, seed++, -0.3, 0.3), true);
+    if (bias) c.add(random_tensor({s.out_channels}, seed++), true);
+    out = {s.batch, s.out_channels, s.height + s.pads[0] + s.pads[2] - 2,
+           s.width + s.pads[1] + s.pads[3] - 2};
+    expected = zeros(out);
+    EXPECT_TRUE(
+        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
+            .ok());
+    magnitude = zeros(out);
+    EXPECT_TRUE(kernels::conv(abs_of(c.at(0)).tensor(), abs_of(c.at(1)).tensor(), nullptr, options,
+                              magnitude.tensor())
+                    .ok());
+    std::vector<const Tensor*> residuals;
+    for (const PostOp& p : post_ops) {
+      if (p.kind != PostOpKind::AddResidual) continue;
+      c.add(random_tensor(out, seed++), false);
+      residuals.push_back(&c.inputs.back()->tensor());
+    }
+    apply_post_ops(post_ops, residuals, expected);
+    c.desc.post_ops = post_ops;
+  }
+
+  // The Winograd loops' op (its constants bound as `Case::create` binds them).
+  runtime::Result<std::unique_ptr<CpuOp>> create() {
+    c.desc.constants.clear();
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      c.desc.constants.push_back(c.constant_flags[i] && c.inputs[i] ? &c.inputs[i]->tensor()
+                                                                    : nullptr);
+    }
+    return dnnl_impl::create_winograd_conv(c.desc);
+  }
+};
+
+TEST(WinogradConv, MatchesTheReferenceOverShapesPadsPostOpsAndThreads) {
+  const std::vector<Shape> shapes = {
+      {1, 16, 16, 4, 4},                 // one tile
+      {1, 20, 24, 5, 7},                 // a padded input block, a padded output block
+      {2, 32, 40, 13, 9},                // a batch, partial tiles both ways, three output blocks
+      {1, 48, 16, 1, 1},                 // one pixel: every tap but the centre in the pads
+      {1, 16, 32, 6, 6, {0, 0, 0, 0}},   // no pads: 4 x 4 from 6 x 6
+      {1, 16, 16, 9, 10, {0, 1, 1, 0}},  // pads on two sides
+      {1, 16, 16, 7, 7, {2, 2, 2, 2}},   // pads wider than the taps' reach
+      {1, 64, 64, 66, 40},               // 170 tiles: several chunks and a short last one
+      {1, 16, 16, 3, 50},                // one row of tiles
+      {1, 144, 48, 10, 10},              // nine input blocks: the 1x1 loops' weight chunks
+  };
+  const std::vector<std::vector<PostOp>> post_op_sets = {
+      {},
+      {{PostOpKind::Relu}},
+      {{PostOpKind::Clip, 0.0f, 6.0f}},
+      {{PostOpKind::Sigmoid}},
+      {{PostOpKind::Linear, 0.5f, -0.25f}},
+      {{PostOpKind::AddResidual}, {PostOpKind::Relu}},
+      {{PostOpKind::Relu}, {PostOpKind::AddResidual}},
+  };
+  uint32_t seed = 7100;
+  for (int threads : {1, 2}) {
+    for (const Shape& s : shapes) {
+      for (size_t k = 0; k < post_op_sets.size(); ++k) {
+        const bool bias = k % 2 == 0;
+        SCOPED_TRACE(name_of(s) + (bias ? " bias" : "") + post_ops_name(post_op_sets[k]) + ", " +
+                     std::to_string(threads) + " thread(s)");
+        WinogradCase w(s, bias, post_op_sets[k], threads, seed);
+        auto op = w.create();
+        ASSERT_TRUE(op.ok()) << op.status();
+        expect_winograd_near(w.c.run(**op), w.expected, w.magnitude);
+      }
+    }
+  }
+}
+
+// In a function of blocked Convs its neighbours hand it nChw16c: each of the input, the
+// output and the residual given natively or plain; the output's padding lanes written zero.
+TEST(WinogradConv, ReadsAndWritesNChw16cNativelyOrPlain) {
+  uint32_t seed = 7300;
+  for (int native = 0; native < 8; ++native) {
+    const bool native_in = (native & 1) != 0, native_out = (native & 2) != 0,
+               native_residual = (native & 4) != 0;
+    SCOPED_TRACE(std::string(native_in ? "native in " : "plain in ") +
+                 (native_out ? "native out " : "plain out ") +
+                 (native_residual ? "native residual" : "plain residual"));
+    // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
+    WinogradCase w({2, 40, 24, 9, 6}, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1,
+                   seed);
+    auto op = w.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    expect_winograd_near(
+        run_blocked16(**op, w.c.at(0), w.c.at(3), 3, 4, native_in, native_out, native_residual),
+        w.expected, w.magnitude);
+  }
+}
+
+// The transformed tiles and products live in scratch memory other steps also write: each run
+// writes before it reads, at 1 and 2 threads (each thread its own part).
+TEST(WinogradConv, RunsInScratchMemoryOthersSpoil) {
+  uint32_t seed = 7500;
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
+    WinogradCase w({1, 32, 48, 30, 22}, true, {{PostOpKind::Relu}}, threads, seed);
+    auto op = w.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    uint64_t placed = 0;
+    expect_winograd_near(w.c.run_in_spoiled_scratch(**op, placed), w.expected, w.magnitude);
+    EXPECT_GT(placed, 0u);
+  }
+}
+
+// Through CpuOp::create: a Conv given to Winograd takes these loops when asked (own_winograd),
+// oneDNN's kernel when not, and the direct loops when not given to Winograd; Convs of other
+// geometry, groups or Gelu go elsewhere, still right.
+TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
+  uint32_t seed = 7700;
+  for (int choice = 0; choice < 3; ++choice) {
+    const bool winograd = choice != 2, own = choice == 0;
+    SCOPED_TRACE(own ? "own Winograd" : winograd ? "oneDNN's Winograd" : "direct");
+    WinogradCase w({1, 64, 64, 28, 28}, true, {{PostOpKind::Relu}}, 2, seed);
+    w.c.desc.winograd = winograd;
+    w.c.desc.own_winograd = own;
+    expect_winograd_near(w.c.run(), w.expected, w.magnitude);
+    EXPECT_EQ(w.c.description.find(kWinograd) != std::string::npos, own) << w.c.description;
+  }
+  struct Other {
+    std::string why;
+    std::vector<int64_t> x, w;
+    std::vector<ir::Attribute> attributes;
+    std::vector<PostOp> post_ops;
+  };
+  const std::vector<Other> others = {
+      {"stride 2", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("strides", {2, 2})}, {}},
+      {"5x5", {1, 32, 14, 14}, {32, 32, 5, 5}, {}, {}},
+      {"dilation 2", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("dilations", {2, 2})}, {}},
+      {"groups", {1, 32, 14, 14}, {32, 16, 3, 3}, {int_attr("group", 2)}, {}},
+      {"an image of 8 channels", {1, 8, 14, 14}, {32, 8, 3, 3}, {}, {}},
+      {"Gelu", {1, 32, 14, 14}, {32, 32, 3, 3}, {}, {{PostOpKind::Gelu}}},
+  };
+  for (const Other& o : others) {
+    SCOPED_TRACE(o.why);
+    Case c("Conv", o.attributes);
+    c.desc.small_ops_own_loops = true;
+    c.desc.winograd = true;
+    c.desc.own_winograd = true;
+    c.desc.activation_layout = ActivationLayout::Blocked;
+    c.desc.post_ops = o.post_ops;
+    c.add(random_tensor(o.x, seed++), false);
+    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
+    c.desc.constants = {nullptr, &c.at(1)};
+    auto own = dnnl_impl::create_winograd_conv(c.desc);
+    ASSERT_FALSE(own.ok());
+    EXPECT_EQ(own.error(), runtime::Error::NotSupported) << own.status();
+    auto op = c.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_EQ((*op)->describe().find(kWinograd), std::string::npos) << (*op)->describe();
+  }
+}
+
+// A residual of another shape than the output's is refused, naming both.
+TEST(WinogradConv, RefusesAResidualOfAnotherShape) {
+  uint32_t seed = 7900;
+  WinogradCase w({1, 16, 16, 8, 8}, false, {{PostOpKind::AddResidual}}, 1, seed);
+  w.c.desc.inputs.back().sizes = {1, 16, 8, 9};
+  auto op = w.create();
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error(), runtime::Error::InvalidArgument);
+  EXPECT_NE(op.status().message().find("[1, 16, 8, 9]"), std::string::npos) << op.status();
+  EXPECT_NE(op.status().message().find("[1, 16, 8, 8]"), std::string::npos) << op.status();
+}
+
+}  // namespace
+}  // namespace kiln::engine::cpu
