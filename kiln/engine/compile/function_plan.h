@@ -295,6 +295,9 @@ bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<S
 /// Winograd kernel; kiln's Winograd loops, which run it with `own_loops`, are faster still); No
 /// otherwise.
 enum class WinogradFit { No, Yes, TooLarge, FewOutputChannels };
+/// Whether oneDNN's direct kernel runs a Conv to one block of output channels over a large
+/// image faster than its Winograd kernel on this CPU (FewOutputChannels applies only then).
+bool direct_wins_one_block();
 WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots,
                          bool own_loops);
 

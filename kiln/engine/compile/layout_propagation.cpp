@@ -76,12 +76,24 @@ bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<S
   return numel > kMaxWeights;
 }
 
+// The direct kernel wins on an Intel Xeon (winograd_fit), not on an AMD EPYC (AVX-512 with
+// 512-bit FMAs done in two halves, where the direct kernel is the slower): there the Winograd
+// kernel took an OCR detector's runs to 6.9-7.2 ms against 8.3-8.4 at 1 thread and
+// 3.7-3.8 against 4.3-4.4 at 2 (its stem, head and smoothing Convs, `kiln bench`).
+bool direct_wins_one_block() {
+  static const bool wins = [] {
+    __builtin_cpu_init();
+    return !__builtin_cpu_is("amd");
+  }();
+  return wins;
+}
+
 WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots,
                          bool own_loops) {
   if (!winograd_shape(node, slots)) return WinogradFit::No;
-  // A Winograd weight is 16/9 (oneDNN's F(2x2, 3x3)) to 4 (F(4x4, 3x3): oneDNN's other kernel
-  // and kiln's loops) times the direct one, and the Conv gains least where
-  // weights are large and images small: ResNet-18's 7x7 stage on Winograd ran 5% faster but
+  // A Winograd weight is 16/9 (oneDNN's F(2x2, 3x3)) to 4 (its F(4x4, 3x3)) times the direct
+  // one (kiln's F(3x3, 3x3): 25/9), and the Conv gains least where weights are large and
+  // images small: ResNet-18's 7x7 stage on Winograd ran 5% faster but
   // made its cache entry 77 MB against 47 and its warm load 13-15 ms against 10-12 (mapping
   // and checking the larger entry), so such Convs stay direct.
   if (has_large_weights(node, slots)) return WinogradFit::TooLarge;
@@ -91,15 +103,16 @@ WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr
   // it took 1.3-1.8 x the direct kernel's time for 16 output channels at 80 x 80 and above, at
   // 1 and 2 threads (an OCR detector's stem and head: 16 -> 16 at 160 x 160 1.25 ms against
   // 0.74, 64 -> 16 at 80 x 80 1.07 against 0.72); from 48 output channels, or below 40 x 40,
-  // it won or tied. (Not measured on CPUs of half that FMA width, where the direct kernel is
-  // slower; by the same split of the time, transforms of equal cost still leave it ahead.)
+  // it won or tied. On CPUs of half that FMA width the direct kernel is slower, and the
+  // Winograd kernel ahead (direct_wins_one_block).
   const Slot& x = *slots[static_cast<size_t>(node.inputs[0])];
   const Slot& w = *slots[static_cast<size_t>(node.inputs[1])];
   constexpr int64_t kOneBlock = 16, kLargeImage = 80 * 80;
   // kiln's Winograd loops (winograd_conv.cpp) run these 1.4-1.7 x faster than the direct ones,
   // at 1 and 2 threads (`kiln_winograd_bench`: 16 -> 16 at 160 x 160 150 GFLOP/s against 102,
   // 64 -> 16 at 80 x 80 182 against 109, at 1 thread).
-  if (!own_loops && (*w.sizes)[0] <= kOneBlock && (*x.sizes)[2] * (*x.sizes)[3] >= kLargeImage) {
+  if (!own_loops && direct_wins_one_block() && (*w.sizes)[0] <= kOneBlock &&
+      (*x.sizes)[2] * (*x.sizes)[3] >= kLargeImage) {
     return WinogradFit::FewOutputChannels;
   }
   return WinogradFit::Yes;
