@@ -105,7 +105,7 @@ struct OpDesc {
   /// Conv only, with `winograd`: run it on kiln's Winograd loops (F(3x3, 3x3),
   /// `dnnl_impl::create_winograd_conv`) where they take it, which generate no code, instead of
   /// oneDNN's kernel, whose code and blocking are made for each shape (0.2-0.5 ms a Conv).
-  /// Trade-off: 0.7-1.3 x the time of oneDNN's kernels per Conv (slower over many channels and
+  /// Trade-off: 0.8-1.5 x the time of oneDNN's kernels per Conv (slower over many channels and
   /// small images, where oneDNN's F(4x4, 3x3) does fewer multiplications), weights 25/9 of the
   /// direct ones (oneDNN's: 16/9 or 4). Compiled functions set it when expecting frequent
   /// reshapes. Default: false.
