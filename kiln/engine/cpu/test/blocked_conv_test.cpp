@@ -50,7 +50,6 @@ struct PointwiseCase {
   Case c{"Conv", {}};
   OwnedTensor expected = zeros({0});
   std::vector<int64_t> out;
-  bool residual = false;
 
   PointwiseCase(const Shape& s, bool bias, const std::vector<PostOp>& post_ops, int threads,
                 uint32_t& seed) {
@@ -70,15 +69,7 @@ struct PointwiseCase {
     EXPECT_TRUE(
         kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
             .ok());
-    std::vector<const Tensor*> residuals;
-    for (const PostOp& p : post_ops) {
-      if (p.kind != PostOpKind::AddResidual) continue;
-      c.add(random_tensor(out, seed++), false);
-      residuals.push_back(&c.inputs.back()->tensor());
-      residual = true;
-    }
-    apply_post_ops(post_ops, residuals, expected);
-    c.desc.post_ops = post_ops;
+    add_post_ops(c, post_ops, out, seed, expected);
   }
 };
 
@@ -244,14 +235,7 @@ struct SpatialCase {
     EXPECT_TRUE(
         kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
             .ok());
-    std::vector<const Tensor*> residuals;
-    for (const PostOp& p : post_ops) {
-      if (p.kind != PostOpKind::AddResidual) continue;
-      c.add(random_tensor(out, seed++), false);
-      residuals.push_back(&c.inputs.back()->tensor());
-    }
-    apply_post_ops(post_ops, residuals, expected);
-    c.desc.post_ops = post_ops;
+    add_post_ops(c, post_ops, out, seed, expected);
   }
 };
 

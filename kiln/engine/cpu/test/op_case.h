@@ -190,6 +190,20 @@ inline void apply_post_ops(const std::vector<PostOp>& post_ops,
   }
 }
 
+/// Gives `c` the post-ops `post_ops`, adding a residual input of the output's `sizes` (seeded
+/// from `seed`, which advances) for each AddResidual, and applies them to `expected`.
+inline void add_post_ops(Case& c, const std::vector<PostOp>& post_ops,
+                         const std::vector<int64_t>& sizes, uint32_t& seed, OwnedTensor& expected) {
+  std::vector<const runtime::Tensor*> residuals;
+  for (const PostOp& p : post_ops) {
+    if (p.kind != PostOpKind::AddResidual) continue;
+    c.add(random_tensor(sizes, seed++), false);
+    residuals.push_back(&c.inputs.back()->tensor());
+  }
+  apply_post_ops(post_ops, residuals, expected);
+  c.desc.post_ops = post_ops;
+}
+
 /// Runs `c` (a Conv whose X, W and, with `bias`, B are added) with `post_ops` and checks it
 /// against the reference convolution with `options` followed by the same post-ops. A first
 /// post-op AddResidual adds the residual input (seeded from `seed`, which advances).

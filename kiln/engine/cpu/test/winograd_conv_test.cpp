@@ -95,14 +95,7 @@ struct WinogradCase {
     EXPECT_TRUE(kernels::conv(abs_of(c.at(0)).tensor(), abs_of(c.at(1)).tensor(), nullptr, options,
                               magnitude.tensor())
                     .ok());
-    std::vector<const Tensor*> residuals;
-    for (const PostOp& p : post_ops) {
-      if (p.kind != PostOpKind::AddResidual) continue;
-      c.add(random_tensor(out, seed++), false);
-      residuals.push_back(&c.inputs.back()->tensor());
-    }
-    apply_post_ops(post_ops, residuals, expected);
-    c.desc.post_ops = post_ops;
+    add_post_ops(c, post_ops, out, seed, expected);
   }
 
   // The Winograd loops' op (its constants bound as `Case::create` binds them).
