@@ -38,15 +38,15 @@ constexpr int kTilePixels = 12;
       __VA_ARGS__;                                        \
     }                                                     \
   }
-#define KILN_PW_EACH(...)                                                               \
-  KILN_PW_ON(0, __VA_ARGS__)                                                            \
-  KILN_PW_ON(1, __VA_ARGS__)                                                            \
-  KILN_PW_ON(2, __VA_ARGS__)                                                            \
-  KILN_PW_ON(3, __VA_ARGS__)                                                            \
-  KILN_PW_ON(4, __VA_ARGS__)                                                            \
-  KILN_PW_ON(5, __VA_ARGS__) KILN_PW_ON(6, __VA_ARGS__) KILN_PW_ON(7, __VA_ARGS__)      \
-      KILN_PW_ON(8, __VA_ARGS__) KILN_PW_ON(9, __VA_ARGS__) KILN_PW_ON(10, __VA_ARGS__) \
-          KILN_PW_ON(11, __VA_ARGS__)
+#define KILN_PW_EACH(...)                                                          \
+  KILN_PW_ON(0, __VA_ARGS__)                                                       \
+  KILN_PW_ON(1, __VA_ARGS__)                                                       \
+  KILN_PW_ON(2, __VA_ARGS__)                                                       \
+  KILN_PW_ON(3, __VA_ARGS__)                                                       \
+  KILN_PW_ON(4, __VA_ARGS__)                                                       \
+  KILN_PW_ON(5, __VA_ARGS__)                                                       \
+  KILN_PW_ON(6, __VA_ARGS__) KILN_PW_ON(7, __VA_ARGS__) KILN_PW_ON(8, __VA_ARGS__) \
+      KILN_PW_ON(9, __VA_ARGS__) KILN_PW_ON(10, __VA_ARGS__) KILN_PW_ON(11, __VA_ARGS__)
 
 // Where a tile reads: the input block planes from `image` (each `plane` floats), its first
 // pixel's first tap at offset `base` of a plane (negative above or left of the input), and the
@@ -172,67 +172,12 @@ template <int kBlocks, int kStride, bool kRaw = false>
     KILN_PW_COUNT(3)
     KILN_PW_COUNT(4)
     KILN_PW_COUNT(5)
-    KILN_PW_COUNT(6) KILN_PW_COUNT(7) KILN_PW_COUNT(8) KILN_PW_COUNT(9) KILN_PW_COUNT(10)
-        KILN_PW_COUNT(11) KILN_PW_COUNT(12)
+    KILN_PW_COUNT(6)
+    KILN_PW_COUNT(7) KILN_PW_COUNT(8) KILN_PW_COUNT(9) KILN_PW_COUNT(10) KILN_PW_COUNT(11)
+        KILN_PW_COUNT(12)
 #undef KILN_PW_COUNT
             default : break;
   }
-}
-
-// The stored sums of blocks [ob, ob + blocks) of `count` output pixels from p0: biases, then
-// the post-ops in order, then the last block's padding lanes zero.
-[[gnu::always_inline]] inline void finish_sums_body(const ConvJob& j, int64_t n, int64_t ob,
-                                                    int64_t blocks, int64_t p0, int64_t count) {
-  for (int64_t k = 0; k < blocks; ++k) {
-    const int64_t at = ((n * j.blocks_out + ob + k) * j.pixels + p0) * kLanes;
-    const Floats bias = j.bias != nullptr ? load(j.bias + (ob + k) * kLanes) : Floats{};
-    const bool last = ob + k + 1 == j.blocks_out && j.last_lanes != nullptr;
-    for (int64_t px = 0; px < count; ++px) {
-      float* out = j.y + at + px * kLanes;
-      Floats v = load(out) + bias;
-      for (size_t i = 0; i < j.num_ops; ++i) {
-        const PostOp& op = j.ops[i];
-        switch (op.kind) {
-          case PostOpKind::Relu:
-            v = v < splat(0.0f) ? splat(0.0f) : v;
-            break;
-          case PostOpKind::Clip:
-            v = v < splat(op.alpha) ? splat(op.alpha) : v;
-            v = v > splat(op.beta) ? splat(op.beta) : v;
-            break;
-          case PostOpKind::Sigmoid:
-            v = sigmoid(v);
-            break;
-          case PostOpKind::Tanh:
-            v = tanh_of(v);
-            break;
-          case PostOpKind::Swish:
-            v = v * sigmoid(v);
-            break;
-          case PostOpKind::Linear:
-            v = v * splat(op.alpha) + splat(op.beta);
-            break;
-          case PostOpKind::AddResidual:
-            v += load(j.residual + at + px * kLanes);
-            break;
-          case PostOpKind::Gelu:
-            break;  // declined at creation
-        }
-      }
-      if (last) v = load(j.last_lanes) > splat(0.0f) ? v : splat(0.0f);
-      store(out, v);
-    }
-  }
-}
-
-[[gnu::target("avx512f")]] void finish_sums_avx512(const ConvJob& j, int64_t n, int64_t ob,
-                                                   int64_t blocks, int64_t p0, int64_t count) {
-  finish_sums_body(j, n, ob, blocks, p0, count);
-}
-
-void finish_sums_baseline(const ConvJob& j, int64_t n, int64_t ob, int64_t blocks, int64_t p0,
-                          int64_t count) {
-  finish_sums_body(j, n, ob, blocks, p0, count);
 }
 
 // Weights of this many bytes are taken together over the pixels (so each pixel tile, read
@@ -267,7 +212,7 @@ template <int kBlocks, int kStride, bool kOnePixel>
   const int64_t p_row = oh * j.out_w;
   if constexpr (kOnePixel) {
     for (int64_t ow = 0; ow < j.out_w; ++ow) KILN_CONV_EDGE(ow)
-    finish_sums_baseline(j, n, ob, kBlocks, p_row, j.out_w);
+    finish_sums(j, n, ob, kBlocks, p_row, j.out_w);
     return;
   }
   for (int64_t ow = 0; ow < ow_lo; ++ow) KILN_CONV_EDGE(ow)
@@ -282,7 +227,7 @@ template <int kBlocks, int kStride, bool kOnePixel>
   }
   for (int64_t ow = std::max(ow_lo, ow_hi); ow < j.out_w; ++ow) KILN_CONV_EDGE(ow)
 #undef KILN_CONV_EDGE
-  finish_sums_avx512(j, n, ob, kBlocks, p_row, j.out_w);  // the row, in L1
+  finish_sums(j, n, ob, kBlocks, p_row, j.out_w);  // the row, in L1
 }
 
 template <int kStride, bool kOnePixel>

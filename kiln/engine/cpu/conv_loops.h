@@ -37,4 +37,10 @@ void pointwise_range(const ConvJob& j, int64_t n, int64_t ob_begin, int64_t ob_e
 void spatial_range(const ConvJob& j, int64_t n, int64_t ob_begin, int64_t ob_end, int64_t row_begin,
                    int64_t row_end);
 
+// The raw sums that a Conv's tiles stored in j.y for blocks [ob, ob + blocks) of `count` output
+// pixels from p0 of image n, finished in place: biases, then the post-ops in order (a residual
+// read in the output's layout), then the last block's padding lanes zero.
+void finish_sums(const ConvJob& j, int64_t n, int64_t ob, int64_t blocks, int64_t p0,
+                 int64_t count);
+
 }  // namespace kiln::engine::cpu::dnnl_impl

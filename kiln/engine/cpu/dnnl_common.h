@@ -298,8 +298,13 @@ Result<std::unique_ptr<CpuOp>> create_narrow_conv(const OpDesc& desc);
 /// horizontal stride 1 or 2, no dilation) not given to Winograd's kernels (OpDesc::winograd);
 /// NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc);
+/// A 2-D Conv of one group over an image of 1-15 channels in ActivationLayout::Blocked (any
+/// kernel and pads, horizontal stride 1 or 2, no dilation) on kiln's own loops (image_conv.cpp):
+/// the image read plain, the result (and one residual) nChw16c, with the loops' post-ops;
+/// NotSupported for any other Conv.
+Result<std::unique_ptr<CpuOp>> create_image_conv(const OpDesc& desc);
 /// A 3x3 stride-1 Conv of one group and at least 16 input channels in ActivationLayout::Blocked
-/// given to Winograd's kernels (OpDesc::winograd), on kiln's own F(4x4, 3x3) loops over nChw16c
+/// given to Winograd's kernels (OpDesc::winograd), on kiln's own F(3x3, 3x3) loops over nChw16c
 /// (winograd_conv.cpp), with the loops' post-ops and one residual; NotSupported for any other.
 Result<std::unique_ptr<CpuOp>> create_winograd_conv(const OpDesc& desc);
 /// MaxPool and AveragePool (2-D, f32) on kiln's own loops (pool_loops.cpp): small inputs in a

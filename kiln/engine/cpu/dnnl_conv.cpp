@@ -130,14 +130,17 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
     auto narrow = create_narrow_conv(desc);
     if (narrow.ok() || narrow.error() != Error::NotSupported) return narrow;
   }
-  // A 1x1 or direct Conv among blocked ones: kiln's loops run it about as fast (0.9-1.1 x
-  // oneDNN's kernel, `kiln_blocked_conv_bench`) and generate no code at load. So do its
-  // Winograd loops, where asked (OpDesc::own_winograd), for a Conv given to Winograd.
+  // A 1x1 or direct Conv among blocked ones, or the first one over an image: kiln's loops run
+  // it about as fast (0.9-1.1 x oneDNN's kernel, `kiln_blocked_conv_bench`) and generate no
+  // code at load. So do its Winograd loops, where asked (OpDesc::own_winograd), for a Conv
+  // given to Winograd.
   if (loops && desc.small_ops_own_loops) {
     if (desc.winograd && desc.own_winograd) {
       auto winograd = create_winograd_conv(desc);
       if (winograd.ok() || winograd.error() != Error::NotSupported) return winograd;
     }
+    auto image = create_image_conv(desc);
+    if (image.ok() || image.error() != Error::NotSupported) return image;
     auto blocked = create_blocked_conv(desc);
     if (blocked.ok() || blocked.error() != Error::NotSupported) return blocked;
   }

@@ -1,6 +1,7 @@
 // Convs among blocked Convs: kiln's loops (blocked_conv.cpp) against oneDNN's direct kernel,
 // nChw16c in and out natively as inside a model, on the pointwise layers of MobileNet-V2 and
-// SqueezeNet and 3x3 layers of OCR detection, ResNet-18 and SqueezeNet (batch 1, f32): run time
+// SqueezeNet, 3x3 layers of OCR detection, ResNet-18 and SqueezeNet, and first layers over RGB
+// images (image_conv.cpp: the image read plain) (batch 1, f32): run time
 // (GFLOP/s) at the threads given, and the time to create each op (oneDNN generates its kernel's
 // code then; with its primitive cache cleared before each creation). Run by hand, e.g.
 //   kiln_blocked_conv_bench --benchmark_min_time=0.2
@@ -56,6 +57,11 @@ const Layer kLayers[] = {
     {"resnet 256->256 14x14 3x3", 256, 256, 14, 3},
     {"resnet 512->512 7x7 3x3", 512, 512, 7, 3},
     {"squeezenet 16->64 55x55 3x3", 16, 64, 55, 3},
+    {"ocr_det image 3->16 320x320 3x3 s2", 3, 16, 320, 3, 2},
+    {"mobilenet image 3->32 224x224 3x3 s2", 3, 32, 224, 3, 2},
+    {"resnet image 3->64 224x224 7x7 s2", 3, 64, 224, 7, 2},
+    {"image 3->16 128x128 3x3", 3, 16, 128, 3},
+    {"image 1->32 64x64 5x5", 1, 32, 64, 5},
 };
 
 void BM_BlockedConv(benchmark::State& state) {
@@ -85,7 +91,9 @@ void BM_BlockedConv(benchmark::State& state) {
   desc.small_ops_own_loops = loops;       // off: kernel selection's oneDNN kernel
   dnnl::set_primitive_cache_capacity(0);  // a creation as in a fresh process
   const auto start = std::chrono::steady_clock::now();
-  auto op = loops ? kiln::engine::cpu::dnnl_impl::create_blocked_conv(desc) : CpuOp::create(desc);
+  auto op = !loops     ? CpuOp::create(desc)
+            : l.c < 16 ? kiln::engine::cpu::dnnl_impl::create_image_conv(desc)
+                       : kiln::engine::cpu::dnnl_impl::create_blocked_conv(desc);
   const double create_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   dnnl::set_primitive_cache_capacity(1024);
