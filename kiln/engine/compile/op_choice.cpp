@@ -20,12 +20,12 @@ Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node
   desc.packed = options_.packed.get();
   desc.small_ops_own_loops = options_.small_ops_own_loops;
   desc.proofs_recorded = options_.proofs_recorded;
+  desc.avoid_generated_code = avoid_generated_code_;
   if (node.op == "Conv" && blocked_convs_ && !has_large_weights(node, impl_->slots)) {
     // (A Conv of large weights stays in the layout oneDNN prefers: see has_large_weights.)
     desc.activation_layout = cpu::ActivationLayout::Blocked;
-    desc.winograd =
-        winograd_convs_ && winograd_fit(node, impl_->slots, own_winograd_) == WinogradFit::Yes;
-    desc.own_winograd = own_winograd_;
+    desc.winograd = winograd_convs_ &&
+                    winograd_fit(node, impl_->slots, avoid_generated_code_) == WinogradFit::Yes;
   }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);

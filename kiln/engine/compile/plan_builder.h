@@ -119,9 +119,9 @@ class PlanBuilder {
   /// `try_cpu_op` gives the op as B read transposed; `read_transposed_` says whether it did.
   int transposed_b_ = -1;
   bool read_transposed_ = false;
-  bool blocked_convs_ = false;   ///< Convs in ActivationLayout::Blocked.
-  bool winograd_convs_ = false;  ///< And on Winograd where it fits.
-  bool own_winograd_ = false;    ///< Winograd's Convs on kiln's loops rather than oneDNN's.
+  bool blocked_convs_ = false;         ///< Convs in ActivationLayout::Blocked.
+  bool winograd_convs_ = false;        ///< And on Winograd where it fits.
+  bool avoid_generated_code_ = false;  ///< kiln's loops rather than oneDNN's generated kernels.
   std::vector<int> num_uses_, consumer_, producer_;
 };
 

@@ -101,11 +101,12 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
     if (!folded_[n]) KILN_RETURN_IF_ERROR(probe_shapes(graph_.nodes[n]));
   }
   count_uses();
-  // Expecting frequent reshapes, kiln's Winograd loops take the Convs given to Winograd
-  // (`cpu::OpDesc::own_winograd`): no code is generated for a new shape.
-  own_winograd_ = frequent_reshapes_ && options_.small_ops_own_loops && cpu::own_vector_loops();
+  // Expecting frequent reshapes, kiln's loops take the ops they can whose kernels oneDNN
+  // generates per shape, Winograd's Convs among them (`cpu::OpDesc::avoid_generated_code`).
+  avoid_generated_code_ =
+      frequent_reshapes_ && options_.small_ops_own_loops && cpu::own_vector_loops();
   winograd_convs_ =
-      options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_, own_winograd_);
+      options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_, avoid_generated_code_);
   blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
   absorbed_.assign(graph_.nodes.size(), false);
   b_transpose_.assign(graph_.nodes.size(), -1);

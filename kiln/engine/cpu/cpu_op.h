@@ -102,14 +102,17 @@ struct OpDesc {
   /// (1.2-2.4x faster on AVX-512) for results that differ from the direct convolution by more
   /// rounding (relative differences around 1e-5 instead of 1e-6). Default: false.
   bool winograd = false;
-  /// Conv only, with `winograd`: run it on kiln's Winograd loops (F(3x3, 3x3),
-  /// `dnnl_impl::create_winograd_conv`) where they take it, which generate no code, instead of
-  /// oneDNN's kernel, whose code and blocking are made for each shape (0.2-0.5 ms a Conv).
-  /// Trade-off: 0.8-1.5 x the time of oneDNN's kernels per Conv (slower over many channels and
-  /// small images, where oneDNN's F(4x4, 3x3) does fewer multiplications), weights 25/9 of the
-  /// direct ones (oneDNN's: 16/9 or 4). Compiled functions set it when expecting frequent
-  /// reshapes. Default: false.
-  bool own_winograd = false;
+  /// Ops whose kernels oneDNN generates for each shape (0.1-0.5 ms each) run on kiln's loops,
+  /// which generate none, wherever those take them, at some cost per run: a function that
+  /// meets many shapes pays the generation at each. Compiled functions set it when expecting
+  /// frequent reshapes. Default: false. It moves:
+  /// - a Conv given to `winograd` to kiln's Winograd loops (F(3x3, 3x3),
+  ///   `dnnl_impl::create_winograd_conv`): 0.8-1.5 x the time of oneDNN's kernels per Conv
+  ///   (slower over many channels and small images, where oneDNN's F(4x4, 3x3) does fewer
+  ///   multiplications), weights 25/9 of the direct ones (oneDNN's: 16/9 or 4);
+  /// - MaxPool and AveragePool in a producer's nChw16c or nhwc, of any size, to kiln's pool
+  ///   loops (0.6-1.0 x oneDNN's speed on large maps, `kiln_pool_bench`).
+  bool avoid_generated_code = false;
   /// MatMul only: input 1 is given as the transpose of B (its last two axes swapped, plain),
   /// not B; `inputs[1]` still has B's sizes. Only oneDNN's MatMul takes it (a B computed at
   /// run time); others decline. Default: false.

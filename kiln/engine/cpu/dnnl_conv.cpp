@@ -132,10 +132,10 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   }
   // A 1x1 or direct Conv among blocked ones, or the first one over an image: kiln's loops run
   // it about as fast (0.9-1.1 x oneDNN's kernel, `kiln_blocked_conv_bench`) and generate no
-  // code at load. So do its Winograd loops, where asked (OpDesc::own_winograd), for a Conv
+  // code at load. So do its Winograd loops, where asked (OpDesc::avoid_generated_code), for a Conv
   // given to Winograd.
   if (loops && desc.small_ops_own_loops) {
-    if (desc.winograd && desc.own_winograd) {
+    if (desc.winograd && desc.avoid_generated_code) {
       auto winograd = create_winograd_conv(desc);
       if (winograd.ok() || winograd.error() != Error::NotSupported) return winograd;
     }

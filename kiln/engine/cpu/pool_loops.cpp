@@ -4,7 +4,9 @@
 // kiln_pool_bench), and the reference kernel, which took the pools of least work, is slower
 // still (about 7 ns an element). Two kinds of input take them:
 // - small ones in the layout of their producer, nChw16c or nhwc (a Conv's), read and written
-//   natively: at most kMaxNativeElements, beyond which oneDNN runs the windows faster;
+//   natively: at most kMaxNativeElements, beyond which oneDNN runs the windows faster, unless
+//   the op avoids generated code (OpDesc::avoid_generated_code: a function expecting frequent
+//   reshapes, where oneDNN's kernel would be generated again at each new size);
 // - those of little work in any layout (`plain`: what the reference kernel took before).
 // They vectorize over 16 channels of one pixel. Lanes that are not contiguous (plain NCHW)
 // are first copied into a staging buffer as [H][W][16] (and the result likewise copied out).
@@ -234,6 +236,21 @@ class PoolLoopsOp final : public CpuOp {
     return Status();
   }
 
+  /// Each thread's staging, where an input or output is plain (or the last group of nhwc
+  /// channels partial): a large map handed over natively needs none.
+  Status finish() override {
+    finished_ = true;
+    const int64_t channels = in_sizes_[1];
+    auto whole = [channels](Layout l) {
+      return l == Layout::Blocked16 || (l == Layout::Nhwc && channels % kLanes == 0);
+    };
+    if (empty_ || (whole(in_) && whole(out_))) return Status();
+    const int64_t pixels =
+        in_sizes_[2] * in_sizes_[3] + outputs_[0].sizes[2] * outputs_[0].sizes[3];
+    stage_.assign(static_cast<size_t>(num_threads_ * pixels * kLanes), 0.0f);
+    return Status();
+  }
+
   Status run(runtime::Span<const runtime::Tensor*> inputs,
              runtime::Span<runtime::Tensor*> outputs) override {
     if (inputs.empty() || inputs[0] == nullptr || outputs.size() != 1 || outputs[0] == nullptr) {
@@ -241,6 +258,7 @@ class PoolLoopsOp final : public CpuOp {
                     "run op '" + op_ + "' (" + describe_ + "): expected input 0 and one output");
     }
     if (empty_) return Status();
+    if (!finished_) KILN_RETURN_IF_ERROR(finish());
     Job j;
     j.x = static_cast<const float*>(inputs[0]->data());
     j.y = static_cast<float*>(outputs[0]->mutable_data());
@@ -263,7 +281,8 @@ class PoolLoopsOp final : public CpuOp {
     }
 #pragma omp parallel for num_threads(parts) schedule(static)
     for (int t = 0; t < parts; ++t) {
-      pool_groups(j, items * t / parts, items * (t + 1) / parts, stage_.data() + t * stage_floats);
+      pool_groups(j, items * t / parts, items * (t + 1) / parts,
+                  stage_.empty() ? nullptr : stage_.data() + t * stage_floats);
     }
     return Status();
   }
@@ -276,7 +295,8 @@ class PoolLoopsOp final : public CpuOp {
   std::vector<int64_t> in_sizes_;
   std::vector<TensorDesc> outputs_;
   std::vector<AxisWindow> rows_, cols_;
-  std::vector<float> stage_;       // each thread's copies of a group's input and output
+  std::vector<float> stage_;  // each thread's copies of a group's input and output (finish)
+  bool finished_ = false;
   Layout native_ = Layout::Plain;  // the producer's layout, when the loops read it natively
   Layout in_ = Layout::Plain, out_ = Layout::Plain;
 };
@@ -300,8 +320,9 @@ Result<std::unique_ptr<CpuOp>> PoolLoopsOp::create(const OpDesc& desc, bool plai
   }
   const double elements = static_cast<double>(x[0]) * static_cast<double>(x[1]) *
                           static_cast<double>(x[2]) * static_cast<double>(x[3]);
-  if (native != Layout::Plain && elements > static_cast<double>(kMaxNativeElements)) {
-    native = Layout::Plain;  // oneDNN's kernels are the faster ones
+  if (native != Layout::Plain && elements > static_cast<double>(kMaxNativeElements) &&
+      !desc.avoid_generated_code) {
+    native = Layout::Plain;  // oneDNN's kernels are the faster ones (but generate code)
   }
   if (native == Layout::Plain && !plain) {
     return error(desc, Error::NotSupported,
@@ -349,9 +370,6 @@ Result<std::unique_ptr<CpuOp>> PoolLoopsOp::create(const OpDesc& desc, bool plai
   } else {
     op->rows_ = axis_windows(w, h);
     op->cols_ = axis_windows(w, wd);
-    const int64_t out_pixels = y[2] * y[3];
-    op->stage_.assign(static_cast<size_t>(op->num_threads_ * (x[2] * x[3] + out_pixels) * kLanes),
-                      0.0f);
   }
   op->describe_ = "kiln " + desc.op + " (own loops: 16 channels a vector" +
                   (op->native_ == Layout::Blocked16 ? ", nChw16c natively"

@@ -43,6 +43,7 @@ const Pool kPools[] = {
     {"64x28x28 3x3s2 nChw16c", {1, 64, 28, 28}, 3, 2, 1, 0, Tag::aBcd16b},
     {"64x28x28 3x3s2 nhwc", {1, 64, 28, 28}, 3, 2, 1, 0, Tag::acdb},
     {"128x28x28 2x2s2 nChw16c", {1, 128, 28, 28}, 2, 2, 0, 0, Tag::aBcd16b},
+    {"ocr_det 16x160x160 3x3s2 nChw16c", {1, 16, 160, 160}, 3, 2, 1, 0, Tag::aBcd16b},
 };
 
 void BM_Pool(benchmark::State& state) {

@@ -224,6 +224,59 @@ TEST(PoolLoops, ReadAndWriteNChw16cAndNhwcNativelyOrPlain) {
   }
 }
 
+// A map in a producer's layout larger than the loops take by default goes to oneDNN's
+// kernel, unless the op avoids generated code (a function expecting frequent reshapes): then
+// the loops read and write it natively, with no staging, at 1 and 2 threads (a partial group
+// of nhwc channels staged).
+TEST(PoolLoops, TakeLargeMapsWhenAvoidingGeneratedCode) {
+  struct Large {
+    Layout layout;
+    std::vector<int64_t> shape;
+    int threads;
+  };
+  const std::vector<Large> larges = {{Layout::Blocked16, {1, 16, 96, 96}, 1},
+                                     {Layout::Blocked16, {2, 40, 40, 40}, 2},
+                                     {Layout::Nhwc, {1, 20, 48, 48}, 2}};
+  uint32_t seed = 4700;
+  for (const Large& l : larges) {
+    for (bool avoid : {false, true}) {
+      SCOPED_TRACE(runtime::shape_to_string(l.shape) +
+                   (l.layout == Layout::Blocked16 ? " nChw16c" : " nhwc") +
+                   (avoid ? ", avoiding generated code" : ""));
+      const Window& w = windows()[1];
+      Case c = pool_case("MaxPool", w);
+      c.desc.num_threads = l.threads;
+      c.desc.avoid_generated_code = avoid;
+      c.add(random_tensor(l.shape, seed++), false);
+      c.desc.input_layouts = {dnnl_impl::layout_bytes(layout_md(l.layout, l.shape))};
+      OwnedTensor expected = reference("MaxPool", w, c.at(0));
+      const std::vector<int64_t> out_sizes(expected.tensor().sizes().begin(),
+                                           expected.tensor().sizes().end());
+      auto op_or = c.create();
+      ASSERT_TRUE(op_or.ok()) << op_or.status();
+      CpuOp& pool = **op_or;
+      EXPECT_EQ(pool.describe().find("kiln MaxPool") != std::string::npos, avoid)
+          << pool.describe();
+      if (!avoid) continue;
+      ASSERT_TRUE(pool.use_native_input(0).ok());
+      ASSERT_TRUE(pool.use_native_output(0).ok());
+      ASSERT_TRUE(pool.finish().ok());
+      std::vector<float> in_data = to_layout(l.layout, c.at(0), 0.0f);
+      Tensor in_tensor(ScalarType::Float32, l.shape, in_data.data(), runtime::ShapeDynamism::Static,
+                       in_data.size() * sizeof(float));
+      std::vector<float> out_data(layout_md(l.layout, out_sizes).get_size() / sizeof(float),
+                                  std::nanf(""));
+      Tensor out_tensor(ScalarType::Float32, out_sizes, out_data.data(),
+                        runtime::ShapeDynamism::Static, out_data.size() * sizeof(float));
+      const Tensor* in = &in_tensor;
+      Tensor* out = &out_tensor;
+      ASSERT_TRUE(
+          pool.run(runtime::Span<const Tensor*>(&in, 1), runtime::Span<Tensor*>(&out, 1)).ok());
+      expect_near(from_layout(l.layout, out_data, out_sizes), expected);
+    }
+  }
+}
+
 TEST(PoolLoops, LeaveOtherPoolsToOneDnnOrTheReference) {
   struct Other {
     std::string why;

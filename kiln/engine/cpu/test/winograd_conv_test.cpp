@@ -79,7 +79,7 @@ struct WinogradCase {
     c.desc.attributes = {ints("pads", options.pads)};
     c.desc.small_ops_own_loops = true;
     c.desc.winograd = true;
-    c.desc.own_winograd = true;
+    c.desc.avoid_generated_code = true;
     c.desc.activation_layout = ActivationLayout::Blocked;
     c.desc.num_threads = threads;
     c.add(random_tensor({s.batch, s.channels, s.height, s.width}, seed++), false);
@@ -183,9 +183,9 @@ TEST(WinogradConv, RunsInScratchMemoryOthersSpoil) {
   }
 }
 
-// Through CpuOp::create: a Conv given to Winograd takes these loops when asked (own_winograd),
-// oneDNN's kernel when not, and the direct loops when not given to Winograd; Convs of other
-// geometry, groups or Gelu go elsewhere, still right.
+// Through CpuOp::create: a Conv given to Winograd takes these loops when asked
+// (avoid_generated_code), oneDNN's kernel when not, and the direct loops when not given to
+// Winograd; Convs of other geometry, groups or Gelu go elsewhere, still right.
 TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
   uint32_t seed = 7700;
   for (int choice = 0; choice < 3; ++choice) {
@@ -193,7 +193,7 @@ TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
     SCOPED_TRACE(own ? "own Winograd" : winograd ? "oneDNN's Winograd" : "direct");
     WinogradCase w({1, 64, 64, 28, 28}, true, {{PostOpKind::Relu}}, 2, seed);
     w.c.desc.winograd = winograd;
-    w.c.desc.own_winograd = own;
+    w.c.desc.avoid_generated_code = own;
     expect_winograd_near(w.c.run(), w.expected, w.magnitude);
     EXPECT_EQ(w.c.description.find(kWinograd) != std::string::npos, own) << w.c.description;
   }
@@ -216,7 +216,7 @@ TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
     Case c("Conv", o.attributes);
     c.desc.small_ops_own_loops = true;
     c.desc.winograd = true;
-    c.desc.own_winograd = true;
+    c.desc.avoid_generated_code = true;
     c.desc.activation_layout = ActivationLayout::Blocked;
     c.desc.post_ops = o.post_ops;
     c.add(random_tensor(o.x, seed++), false);
