@@ -111,7 +111,10 @@ struct OpDesc {
   ///   (slower over many channels and small images, where oneDNN's F(4x4, 3x3) does fewer
   ///   multiplications), weights 25/9 of the direct ones (oneDNN's: 16/9 or 4);
   /// - MaxPool and AveragePool in a producer's nChw16c or nhwc, of any size, to kiln's pool
-  ///   loops (0.6-1.0 x oneDNN's speed on large maps, `kiln_pool_bench`).
+  ///   loops (0.6-1.0 x oneDNN's speed on large maps, `kiln_pool_bench`);
+  /// - a ConvTranspose whose kernel equals its strides, from a producer's nChw16c, to kiln's
+  ///   1x1 Conv loops and a scatter (`dnnl_impl::create_deconv_loops`; 0.8-0.9 x the speed of
+  ///   oneDNN's matmul of the patches).
   bool avoid_generated_code = false;
   /// MatMul only: input 1 is given as the transpose of B (its last two axes swapped, plain),
   /// not B; `inputs[1]` still has B's sizes. Only oneDNN's MatMul takes it (a B computed at

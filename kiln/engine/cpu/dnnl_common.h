@@ -227,6 +227,10 @@ Result<std::unique_ptr<CpuOp>> create_deconv(const OpDesc& desc);
 /// B; no residual) as a matmul and a scatter (dnnl_deconv_patches.cpp); null for any other
 /// ConvTranspose. Inputs already checked by create_deconv.
 Result<std::unique_ptr<CpuOp>> create_deconv_patches(const OpDesc& desc);
+/// ConvTranspose whose kernel equals its strides (no pads, dilations or groups; constant W and
+/// B; the loops' post-ops, no residual) from a producer's nChw16c on kiln's own 1x1 Conv loops
+/// (deconv_loops.cpp), scattered into NCHW or nhwc; NotSupported for any other.
+Result<std::unique_ptr<CpuOp>> create_deconv_loops(const OpDesc& desc);
 /// Whether a ConvTranspose (inputs checked) is one of patches: a 2-D W whose kernel equals the
 /// strides, with no pads, dilations, groups, output padding or output shape. Errors: those of
 /// reading its attributes.
