@@ -98,12 +98,9 @@ struct OpDesc {
   ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
   /// Conv only, with ActivationLayout::Blocked: a 2-D 3x3 Conv of stride 1, no dilation and no
   /// groups runs on oneDNN's Winograd kernel (F(2x2,3x3) or F(4x4,3x3)) when it has one for
-  /// the shapes, else on the direct one; one of little work (at most 2^22 multiply-adds over
-  /// at most 64 input channels) on kiln's Winograd loops (see `avoid_generated_code`), whose
-  /// kernel oneDNN would take longer to generate than to run several times. Trade-off: about 2x
-  /// fewer multiplications on such Convs (1.2-2.4x faster on AVX-512) for results that differ from
-  /// the direct convolution by more rounding (relative differences around 1e-5 instead of 1e-6).
-  /// Default: false.
+  /// the shapes, else on the direct one. Trade-off: about 2x fewer multiplications on such Convs
+  /// (1.2-2.4x faster on AVX-512) for results that differ from the direct convolution by more
+  /// rounding (relative differences around 1e-5 instead of 1e-6). Default: false.
   bool winograd = false;
   /// Ops whose kernels oneDNN generates for each shape (0.1-0.5 ms each) run on kiln's loops,
   /// which generate none, wherever those take them, at some cost per run: a function that

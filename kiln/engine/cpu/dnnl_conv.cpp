@@ -122,26 +122,6 @@ std::optional<dnnl::convolution_forward::primitive_desc> blocked_pd(
   return std::nullopt;
 }
 
-// Convs given to Winograd of little work run on kiln's Winograd loops: oneDNN takes 0.25-0.3
-// ms to generate their kernel, the time of 6-30 of their runs, and runs them only 5-6 us
-// faster (kiln_winograd_bench: 64 -> 16 channels over 20 x 20 and 10 x 10, the OCR detector's
-// smallest feature maps). Little: at most 2^22 multiply-adds (direct) over at most 64 input
-// channels. (F(3x3, 3x3) rounds in proportion to the sum of the products' magnitudes: a sum
-// over 384 channels strayed past the engine's 1e-5 checks, where oneDNN's F(2x2, 3x3) did not.)
-bool little_winograd_work(const OpDesc& desc) {
-  constexpr double kMaxMacs = 1 << 22;
-  constexpr int64_t kMaxChannels = 64;
-  if (desc.inputs.size() < 2 || desc.inputs[0].sizes.size() != 4 ||
-      desc.inputs[1].sizes.size() != 4) {
-    return false;
-  }
-  const std::vector<int64_t>& x = desc.inputs[0].sizes;
-  const std::vector<int64_t>& w = desc.inputs[1].sizes;
-  double macs = 1.0;
-  for (int64_t v : {x[0], x[2], x[3], w[0], w[1], w[2], w[3]}) macs *= static_cast<double>(v);
-  return macs <= kMaxMacs && w[1] <= kMaxChannels;
-}
-
 Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   // Few output channels: oneDNN's kernels would fill a few of their 16 lanes.
   // (Both on kiln's vector loops, where this CPU runs them at their speed: own_vector_loops.)
@@ -152,10 +132,10 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   }
   // A 1x1 or direct Conv among blocked ones, or the first one over an image: kiln's loops run
   // it about as fast (0.9-1.1 x oneDNN's kernel, `kiln_blocked_conv_bench`) and generate no
-  // code at load. So do its Winograd loops, for a Conv given to Winograd where asked
-  // (OpDesc::avoid_generated_code) or of little work.
+  // code at load. So do its Winograd loops, where asked (OpDesc::avoid_generated_code), for a Conv
+  // given to Winograd.
   if (loops && desc.small_ops_own_loops) {
-    if (desc.winograd && (desc.avoid_generated_code || little_winograd_work(desc))) {
+    if (desc.winograd && desc.avoid_generated_code) {
       auto winograd = create_winograd_conv(desc);
       if (winograd.ok() || winograd.error() != Error::NotSupported) return winograd;
     }

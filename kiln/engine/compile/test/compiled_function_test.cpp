@@ -113,10 +113,7 @@ ir::Model conv_pool_concat_model() {
 // needs; running them one after the other over it gives the reference results, run after run.
 TEST(Specialize, OneDnnStepsScratchIsPartOfTheArena) {
   ir::Model model = conv_chain_model();
-  // (kiln's own loops would take these small Convs: oneDNN's kernels only.)
-  CompileOptions onednn_only;
-  onednn_only.small_ops_own_loops = false;
-  auto f = check_against_reference(model, {{1, 16, 12, 12}}, onednn_only);
+  auto f = check_against_reference(model, {{1, 16, 12, 12}}, CompileOptions{});
   ASSERT_NE(f, nullptr);
   std::vector<Buffer> inputs;
   inputs.push_back(random_input(ScalarType::Float32, {1, 16, 12, 12}, 3));
@@ -242,10 +239,7 @@ TEST(Specialize, LargeWeightsRunDirectInTheLayoutOneDnnPrefers) {
     EXPECT_FALSE(is_winograd(detail)) << detail;
     EXPECT_EQ(detail.find("aBcd16b"), std::string::npos) << detail;
   }
-  // With AVX-512 in oneDNN: blocked Convs, the small ones on Winograd (with oneDNN held to
-  // AVX2, kiln's loops, which these tests run anyway, take only the first).
-  if (cpu::cpu_has_avx512()) {
-    EXPECT_TRUE(is_winograd(f->placement()[0].detail)) << f->placement()[0].detail;
+  if (is_winograd(f->placement()[0].detail)) {  // AVX-512: blocked convs
     EXPECT_TRUE(is_winograd(f->placement()[3].detail)) << f->placement()[3].detail;
   }
 }
