@@ -9,7 +9,7 @@
 // - The Convs they leave to oneDNN.
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/test/blocked16.h>
-#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/engine/cpu/test/conv_case.h>
 #include <kiln/kernels/kernels.h>
 
 #include <gtest/gtest.h>
@@ -32,46 +32,18 @@ constexpr const char* kOwnConv = "kiln Conv ";
 // The loops' op for `c` (its constants bound as `Case::create` binds them), not through
 // CpuOp::create, which gives Convs of little work to the small loops.
 runtime::Result<std::unique_ptr<CpuOp>> create_loops(Case& c) {
-  c.desc.constants.clear();
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    c.desc.constants.push_back(c.constant_flags[i] && c.inputs[i] ? &c.inputs[i]->tensor()
-                                                                  : nullptr);
-  }
-  return dnnl_impl::create_blocked_conv(c.desc);
+  return c.create_with(dnnl_impl::create_blocked_conv);
 }
 
 struct Shape {
   int64_t batch, channels, out_channels, height, width, stride = 1;
 };
 
-// A 1x1 Conv case: X, W, optionally B, optionally a residual (for AddResidual post-ops);
-// `expected` from the reference convolution and post-ops.
-struct PointwiseCase {
-  Case c{"Conv", {}};
-  OwnedTensor expected = zeros({0});
-  std::vector<int64_t> out;
-
-  PointwiseCase(const Shape& s, bool bias, const std::vector<PostOp>& post_ops, int threads,
-                uint32_t& seed) {
-    kernels::ConvOptions options;
-    if (s.stride != 1) {
-      options.strides = {s.stride, s.stride};
-      c.desc.attributes = {ints("strides", options.strides)};
-    }
-    c.desc.small_ops_own_loops = true;
-    c.desc.activation_layout = ActivationLayout::Blocked;
-    c.desc.num_threads = threads;
-    c.add(random_tensor({s.batch, s.channels, s.height, s.width}, seed++), false);
-    c.add(random_tensor({s.out_channels, s.channels, 1, 1}, seed++, -0.3, 0.3), true);
-    if (bias) c.add(random_tensor({s.out_channels}, seed++), true);
-    out = {s.batch, s.out_channels, (s.height - 1) / s.stride + 1, (s.width - 1) / s.stride + 1};
-    expected = zeros(out);
-    EXPECT_TRUE(
-        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
-            .ok());
-    add_post_ops(c, post_ops, out, seed, expected);
-  }
-};
+// The geometry of a 1x1 Conv of `s` (no pads).
+ConvGeometry pointwise(const Shape& s) {
+  return ConvGeometry{s.batch, s.channels, s.out_channels, s.height,    s.width,
+                      1,       1,          s.stride,       {0, 0, 0, 0}};
+}
 
 TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
   const std::vector<Shape> shapes = {
@@ -106,7 +78,7 @@ TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
                        std::to_string(s.out_channels) + " " + std::to_string(s.height) + "x" +
                        std::to_string(s.width) + (bias ? " bias" : "") + post_ops_name(post_ops) +
                        ", " + std::to_string(threads) + " thread(s)");
-          PointwiseCase p(s, bias, post_ops, threads, seed);
+          ConvCase p(pointwise(s), bias, post_ops, threads, seed);
           auto op = create_loops(p.c);
           ASSERT_TRUE(op.ok()) << op.status();
           expect_near(p.c.run(**op), p.expected);
@@ -130,7 +102,7 @@ TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
                  (native_residual ? "native residual" : "plain residual") + ", stride " +
                  std::to_string(s.stride));
     // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
-    PointwiseCase p(s, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1, seed);
+    ConvCase p(pointwise(s), true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1, seed);
     auto op = create_loops(p.c);
     ASSERT_TRUE(op.ok()) << op.status();
     expect_near(
@@ -142,105 +114,30 @@ TEST(PointwiseConv, ReadsAndWritesNChw16cNativelyOrPlain) {
 // Through CpuOp::create: a blocked 1x1 Conv of more than little work takes the loops.
 TEST(PointwiseConv, IsChosenForBlockedOneByOneConvs) {
   uint32_t seed = 5500;
-  PointwiseCase p({1, 64, 96, 14, 14}, true, {{PostOpKind::Clip, 0.0f, 6.0f}}, 2, seed);
+  ConvCase p(pointwise({1, 64, 96, 14, 14}), true, {{PostOpKind::Clip, 0.0f, 6.0f}}, 2, seed);
   expect_near(p.c.run(), p.expected);
   EXPECT_NE(p.c.description.find(kPointwise), std::string::npos) << p.c.description;
 }
 
 TEST(PointwiseConv, LeavesOtherConvsToOneDnn) {
-  struct Other {
-    std::string why;
-    std::vector<int64_t> x, w;
-    std::vector<ir::Attribute> attributes;
-    ActivationLayout layout = ActivationLayout::Blocked;
-    std::vector<PostOp> post_ops;
+  const std::vector<OtherConv> others = {
+      {.why = "groups",
+       .x = {1, 64, 14, 14},
+       .w = {64, 32, 1, 1},
+       .attributes = {int_attr("group", 2)}},
+      {.why = "an image of 8 channels", .x = {1, 8, 56, 56}, .w = {64, 8, 1, 1}},
+      {.why = "not among blocked Convs",
+       .x = {1, 64, 14, 14},
+       .w = {64, 64, 1, 1},
+       .layout = ActivationLayout::Preferred},
+      {.why = "an output over 2 MB", .x = {1, 16, 112, 112}, .w = {96, 16, 1, 1}},
+      {.why = "Gelu", .x = {1, 64, 14, 14}, .w = {64, 64, 1, 1}, .post_ops = {{PostOpKind::Gelu}}},
   };
-  const std::vector<Other> others = {
-      {"groups",
-       {1, 64, 14, 14},
-       {64, 32, 1, 1},
-       {int_attr("group", 2)},
-       ActivationLayout::Blocked,
-       {}},
-      {"an image of 8 channels", {1, 8, 56, 56}, {64, 8, 1, 1}, {}, ActivationLayout::Blocked, {}},
-      {"not among blocked Convs",
-       {1, 64, 14, 14},
-       {64, 64, 1, 1},
-       {},
-       ActivationLayout::Preferred,
-       {}},
-      {"an output over 2 MB", {1, 16, 112, 112}, {96, 16, 1, 1}, {}, ActivationLayout::Blocked, {}},
-      {"Gelu",
-       {1, 64, 14, 14},
-       {64, 64, 1, 1},
-       {},
-       ActivationLayout::Blocked,
-       {{PostOpKind::Gelu}}},
-  };
-  uint32_t seed = 5600;
-  for (const Other& o : others) {
-    SCOPED_TRACE(o.why);
-    Case c("Conv", o.attributes);
-    c.desc.small_ops_own_loops = true;
-    c.desc.activation_layout = o.layout;
-    c.desc.post_ops = o.post_ops;
-    c.add(random_tensor(o.x, seed++), false);
-    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
-    auto op = c.create();
-    ASSERT_TRUE(op.ok()) << op.status();
-    EXPECT_EQ((*op)->describe().find(kPointwise), std::string::npos) << (*op)->describe();
-  }
+  expect_left_to_others(others, dnnl_impl::create_blocked_conv, kPointwise, 5600);
 }
-
-struct Geometry {
-  int64_t batch, channels, out_channels, height, width;
-  int64_t kernel_h = 3, kernel_w = 3, stride = 1;
-  std::vector<int64_t> pads = {1, 1, 1, 1};  // top, left, bottom, right
-  int64_t stride_h = 0;                      // 0: `stride`
-};
-
-std::string name_of(const Geometry& g) {
-  std::string pads;
-  for (int64_t p : g.pads) pads += std::to_string(p);
-  return "N" + std::to_string(g.batch) + " " + std::to_string(g.channels) + "->" +
-         std::to_string(g.out_channels) + " " + std::to_string(g.height) + "x" +
-         std::to_string(g.width) + " k" + std::to_string(g.kernel_h) + "x" +
-         std::to_string(g.kernel_w) + " s" + std::to_string(g.stride) + " pads " + pads;
-}
-
-// A Conv of taps: X, W, optionally B and a residual; `expected` from the reference convolution
-// and post-ops.
-struct SpatialCase {
-  Case c{"Conv", {}};
-  OwnedTensor expected = zeros({0});
-  std::vector<int64_t> out;
-
-  SpatialCase(const Geometry& g, bool bias, const std::vector<PostOp>& post_ops, int threads,
-              uint32_t& seed) {
-    kernels::ConvOptions options;
-    const int64_t stride_h = g.stride_h != 0 ? g.stride_h : g.stride;
-    options.strides = {stride_h, g.stride};
-    options.pads = {g.pads[0], g.pads[1], g.pads[2], g.pads[3]};
-    c.desc.attributes = {ints("strides", options.strides), ints("pads", options.pads)};
-    c.desc.small_ops_own_loops = true;
-    c.desc.activation_layout = ActivationLayout::Blocked;
-    c.desc.num_threads = threads;
-    c.add(random_tensor({g.batch, g.channels, g.height, g.width}, seed++), false);
-    c.add(random_tensor({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, seed++, -0.3, 0.3),
-          true);
-    if (bias) c.add(random_tensor({g.out_channels}, seed++), true);
-    out = {g.batch, g.out_channels, (g.height + g.pads[0] + g.pads[2] - g.kernel_h) / stride_h + 1,
-           (g.width + g.pads[1] + g.pads[3] - g.kernel_w) / g.stride + 1};
-    expected = zeros(out);
-    EXPECT_TRUE(
-        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
-            .ok());
-    add_post_ops(c, post_ops, out, seed, expected);
-  }
-};
 
 TEST(BlockedConv, TapsMatchTheReferenceOverGeometriesPostOpsAndThreads) {
-  const std::vector<Geometry> geometries = {
+  const std::vector<ConvGeometry> geometries = {
       {1, 16, 16, 5, 5},                            // one block each way, all edges
       {1, 24, 48, 7, 13},                           // a padded input block, a pair and one
       {2, 40, 50, 9, 30},                           // a batch, partial blocks, 2 tiles + tail
@@ -266,12 +163,12 @@ TEST(BlockedConv, TapsMatchTheReferenceOverGeometriesPostOpsAndThreads) {
   };
   uint32_t seed = 5700;
   for (int threads : {1, 2}) {
-    for (const Geometry& g : geometries) {
+    for (const ConvGeometry& g : geometries) {
       for (bool bias : {true, false}) {
         for (const auto& post_ops : post_op_sets) {
           SCOPED_TRACE(name_of(g) + (bias ? " bias" : "") + post_ops_name(post_ops) + ", " +
                        std::to_string(threads) + " thread(s)");
-          SpatialCase s(g, bias, post_ops, threads, seed);
+          ConvCase s(g, bias, post_ops, threads, seed);
           auto op = create_loops(s.c);
           ASSERT_TRUE(op.ok()) << op.status();
           EXPECT_NE((*op)->describe().find(kOwnConv), std::string::npos) << (*op)->describe();
@@ -290,7 +187,7 @@ TEST(BlockedConv, TapsReadAndWriteNChw16cNativelyOrPlain) {
     const bool native_in = (native & 1) != 0, native_out = (native & 2) != 0;
     SCOPED_TRACE(std::string(native_in ? "native in " : "plain in ") +
                  (native_out ? "native out" : "plain out"));
-    SpatialCase s({2, 40, 24, 7, 9}, true, {{PostOpKind::Sigmoid}}, 2, seed);
+    ConvCase s({2, 40, 24, 7, 9}, true, {{PostOpKind::Sigmoid}}, 2, seed);
     auto op_or = create_loops(s.c);
     ASSERT_TRUE(op_or.ok()) << op_or.status();
     CpuOp& op = **op_or;
@@ -340,54 +237,34 @@ TEST(BlockedConv, TapsReadAndWriteNChw16cNativelyOrPlain) {
 // Through CpuOp::create: a blocked 3x3 Conv not given to Winograd's kernels takes the loops.
 TEST(BlockedConv, IsChosenForBlockedConvsOfTaps) {
   uint32_t seed = 6100;
-  SpatialCase s({1, 32, 48, 20, 20, 3, 3, 2}, true, {{PostOpKind::Relu}}, 2, seed);
+  ConvCase s({1, 32, 48, 20, 20, 3, 3, 2}, true, {{PostOpKind::Relu}}, 2, seed);
   expect_near(s.c.run(), s.expected);
   EXPECT_NE(s.c.description.find(kOwnConv), std::string::npos) << s.c.description;
 }
 
 TEST(BlockedConv, LeavesOtherConvsOfTapsToOneDnn) {
-  struct Other {
-    std::string why;
-    std::vector<int64_t> x, w;
-    std::vector<ir::Attribute> attributes;
-    bool winograd = false;
-    std::vector<PostOp> post_ops;
+  const std::vector<OtherConv> others = {
+      {.why = "given to Winograd's kernels",
+       .x = {1, 64, 14, 14},
+       .w = {64, 64, 3, 3},
+       .attributes = {ints("pads", {1, 1, 1, 1})},
+       .winograd = true},
+      {.why = "dilations",
+       .x = {1, 32, 14, 14},
+       .w = {32, 32, 3, 3},
+       .attributes = {ints("dilations", {2, 2})}},
+      {.why = "groups",
+       .x = {1, 64, 14, 14},
+       .w = {64, 32, 3, 3},
+       .attributes = {int_attr("group", 2)}},
+      {.why = "a horizontal stride of 3",
+       .x = {1, 32, 14, 14},
+       .w = {32, 32, 3, 3},
+       .attributes = {ints("strides", {1, 3})}},
+      {.why = "an image of 3 channels", .x = {1, 3, 32, 32}, .w = {32, 3, 3, 3}},
+      {.why = "Gelu", .x = {1, 32, 14, 14}, .w = {32, 32, 3, 3}, .post_ops = {{PostOpKind::Gelu}}},
   };
-  const std::vector<Other> others = {
-      {"given to Winograd's kernels",
-       {1, 64, 14, 14},
-       {64, 64, 3, 3},
-       {ints("pads", {1, 1, 1, 1})},
-       true,
-       {}},
-      {"dilations", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("dilations", {2, 2})}, false, {}},
-      {"groups", {1, 64, 14, 14}, {64, 32, 3, 3}, {int_attr("group", 2)}, false, {}},
-      {"a horizontal stride of 3",
-       {1, 32, 14, 14},
-       {32, 32, 3, 3},
-       {ints("strides", {1, 3})},
-       false,
-       {}},
-      {"an image of 3 channels", {1, 3, 32, 32}, {32, 3, 3, 3}, {}, false, {}},
-      {"Gelu", {1, 32, 14, 14}, {32, 32, 3, 3}, {}, false, {{PostOpKind::Gelu}}},
-  };
-  uint32_t seed = 6200;
-  for (const Other& o : others) {
-    SCOPED_TRACE(o.why);
-    Case c("Conv", o.attributes);
-    c.desc.small_ops_own_loops = true;
-    c.desc.activation_layout = ActivationLayout::Blocked;
-    c.desc.winograd = o.winograd;
-    c.desc.post_ops = o.post_ops;
-    c.add(random_tensor(o.x, seed++), false);
-    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
-    auto loops = create_loops(c);
-    ASSERT_FALSE(loops.ok());
-    EXPECT_EQ(loops.error(), runtime::Error::NotSupported) << loops.status();
-    auto op = c.create();
-    ASSERT_TRUE(op.ok()) << op.status();
-    EXPECT_EQ((*op)->describe().find(kOwnConv), std::string::npos) << (*op)->describe();
-  }
+  expect_left_to_others(others, dnnl_impl::create_blocked_conv, kOwnConv, 6200);
 }
 
 }  // namespace

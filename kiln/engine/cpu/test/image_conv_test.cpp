@@ -8,7 +8,7 @@
 // CpuOp::create and the Convs left to other kernels.
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/test/blocked16.h>
-#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/engine/cpu/test/conv_case.h>
 #include <kiln/kernels/kernels.h>
 
 #include <gtest/gtest.h>
@@ -24,67 +24,15 @@ using namespace test_support;  // NOLINT(google-build-using-namespace): test hel
 
 constexpr const char* kImageConv = "kiln image Conv";
 
-struct Geometry {
-  int64_t batch, channels, out_channels, height, width;
-  int64_t kernel_h = 3, kernel_w = 3, stride = 2;
-  std::vector<int64_t> pads = {1, 1, 1, 1};  // top, left, bottom, right
-  int64_t stride_h = 0;                      // 0: `stride`
-};
-
-std::string name_of(const Geometry& g) {
-  std::string pads;
-  for (int64_t p : g.pads) pads += std::to_string(p);
-  return "N" + std::to_string(g.batch) + " " + std::to_string(g.channels) + "->" +
-         std::to_string(g.out_channels) + " " + std::to_string(g.height) + "x" +
-         std::to_string(g.width) + " k" + std::to_string(g.kernel_h) + "x" +
-         std::to_string(g.kernel_w) + " s" + std::to_string(g.stride) + " pads " + pads;
+// The image Conv loops' op, not through CpuOp::create.
+runtime::Result<std::unique_ptr<CpuOp>> create_loops(ConvCase& s) {
+  return s.c.create_with(dnnl_impl::create_image_conv);
 }
 
-// X, W, optionally B and a residual; `expected` from the reference convolution and post-ops.
-struct ImageCase {
-  Case c{"Conv", {}};
-  OwnedTensor expected = zeros({0});
-  std::vector<int64_t> out;
-
-  ImageCase(const Geometry& g, bool bias, const std::vector<PostOp>& post_ops, int threads,
-            uint32_t& seed) {
-    kernels::ConvOptions options;
-    const int64_t stride_h = g.stride_h != 0 ? g.stride_h : g.stride;
-    options.strides = {stride_h, g.stride};
-    options.pads = {g.pads[0], g.pads[1], g.pads[2], g.pads[3]};
-    c.desc.attributes = {ints("strides", options.strides), ints("pads", options.pads)};
-    c.desc.small_ops_own_loops = true;
-    c.desc.activation_layout = ActivationLayout::Blocked;
-    c.desc.num_threads = threads;
-    c.add(random_tensor({g.batch, g.channels, g.height, g.width}, seed++), false);
-    c.add(random_tensor({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, seed++, -0.3, 0.3),
-          true);
-    if (bias) c.add(random_tensor({g.out_channels}, seed++), true);
-    out = {g.batch, g.out_channels, (g.height + g.pads[0] + g.pads[2] - g.kernel_h) / stride_h + 1,
-           (g.width + g.pads[1] + g.pads[3] - g.kernel_w) / g.stride + 1};
-    expected = zeros(out);
-    EXPECT_TRUE(
-        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
-            .ok());
-    add_post_ops(c, post_ops, out, seed, expected);
-  }
-
-  // The loops' op (its constants bound as `Case::create` binds them), not through
-  // CpuOp::create, which gives Convs of little work to the small loops.
-  runtime::Result<std::unique_ptr<CpuOp>> create() {
-    c.desc.constants.clear();
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      c.desc.constants.push_back(c.constant_flags[i] && c.inputs[i] ? &c.inputs[i]->tensor()
-                                                                    : nullptr);
-    }
-    return dnnl_impl::create_image_conv(c.desc);
-  }
-};
-
 TEST(ImageConv, MatchesTheReferenceOverGeometriesPostOpsAndThreads) {
-  const std::vector<Geometry> geometries = {
-      {1, 3, 16, 32, 32},                          // an RGB stem: 3x3 stride 2, one block
-      {2, 3, 40, 15, 27},                          // a batch, odd sizes, a pair and a padded one
+  const std::vector<ConvGeometry> geometries = {
+      {1, 3, 16, 32, 32, 3, 3, 2},                 // an RGB stem: 3x3 stride 2, one block
+      {2, 3, 40, 15, 27, 3, 3, 2},                 // a batch, odd sizes, a pair and a padded one
       {1, 3, 32, 9, 30, 3, 3, 1},                  // stride 1: two tiles and a tail a row
       {1, 1, 24, 6, 8, 5, 5, 1, {2, 2, 2, 2}},     // one channel, 5x5, a padded block
       {1, 4, 64, 20, 20, 7, 7, 2, {3, 3, 3, 3}},   // a 7x7 stem of stride 2
@@ -108,13 +56,13 @@ TEST(ImageConv, MatchesTheReferenceOverGeometriesPostOpsAndThreads) {
   };
   uint32_t seed = 8100;
   for (int threads : {1, 2}) {
-    for (const Geometry& g : geometries) {
+    for (const ConvGeometry& g : geometries) {
       for (size_t k = 0; k < post_op_sets.size(); ++k) {
         const bool bias = k % 2 == 0;
         SCOPED_TRACE(name_of(g) + (bias ? " bias" : "") + post_ops_name(post_op_sets[k]) + ", " +
                      std::to_string(threads) + " thread(s)");
-        ImageCase s(g, bias, post_op_sets[k], threads, seed);
-        auto op = s.create();
+        ConvCase s(g, bias, post_op_sets[k], threads, seed);
+        auto op = create_loops(s);
         ASSERT_TRUE(op.ok()) << op.status();
         EXPECT_NE((*op)->describe().find(kImageConv), std::string::npos) << (*op)->describe();
         expect_near(s.c.run(**op), s.expected);
@@ -132,9 +80,9 @@ TEST(ImageConv, ReadsThePlainImageAndWritesNChw16cNativelyOrPlain) {
     SCOPED_TRACE(std::string(native_out ? "native out " : "plain out ") +
                  (native_residual ? "native residual" : "plain residual"));
     // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
-    ImageCase s({2, 3, 24, 9, 14}, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1,
-                seed);
-    auto op = s.create();
+    ConvCase s({2, 3, 24, 9, 14, 3, 3, 2}, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}},
+               1, seed);
+    auto op = create_loops(s);
     ASSERT_TRUE(op.ok()) << op.status();
     EXPECT_FALSE((*op)->native_input_layout(0).has_value());
     EXPECT_FALSE((*op)->use_native_input(0).ok());
@@ -148,61 +96,40 @@ TEST(ImageConv, ReadsThePlainImageAndWritesNChw16cNativelyOrPlain) {
 // still right.
 TEST(ImageConv, IsChosenForBlockedConvsOverImages) {
   uint32_t seed = 8500;
-  ImageCase s({1, 3, 32, 64, 64}, true, {{PostOpKind::Relu}}, 2, seed);
+  ConvCase s({1, 3, 32, 64, 64, 3, 3, 2}, true, {{PostOpKind::Relu}}, 2, seed);
   expect_near(s.c.run(), s.expected);
   EXPECT_NE(s.c.description.find(kImageConv), std::string::npos) << s.c.description;
 
-  struct Other {
-    std::string why;
-    std::vector<int64_t> x, w;
-    std::vector<ir::Attribute> attributes;
-    ActivationLayout layout;
-    std::vector<PostOp> post_ops;
+  const std::vector<OtherConv> others = {
+      {.why = "16 channels", .x = {1, 16, 32, 32}, .w = {16, 16, 3, 3}},
+      {.why = "groups",
+       .x = {1, 4, 32, 32},
+       .w = {16, 2, 3, 3},
+       .attributes = {int_attr("group", 2)}},
+      {.why = "dilations",
+       .x = {1, 3, 32, 32},
+       .w = {16, 3, 3, 3},
+       .attributes = {ints("dilations", {2, 2})}},
+      {.why = "a horizontal stride of 3",
+       .x = {1, 3, 32, 32},
+       .w = {16, 3, 3, 3},
+       .attributes = {ints("strides", {1, 3})}},
+      {.why = "not among blocked Convs",
+       .x = {1, 3, 32, 32},
+       .w = {16, 3, 3, 3},
+       .layout = ActivationLayout::Preferred},
+      {.why = "Gelu", .x = {1, 3, 32, 32}, .w = {16, 3, 3, 3}, .post_ops = {{PostOpKind::Gelu}}},
+      {.why = "over 1024 taps", .x = {1, 15, 32, 32}, .w = {16, 15, 9, 9}},
   };
-  const auto blocked = ActivationLayout::Blocked;
-  const std::vector<Other> others = {
-      {"16 channels", {1, 16, 32, 32}, {16, 16, 3, 3}, {}, blocked, {}},
-      {"groups", {1, 4, 32, 32}, {16, 2, 3, 3}, {int_attr("group", 2)}, blocked, {}},
-      {"dilations", {1, 3, 32, 32}, {16, 3, 3, 3}, {ints("dilations", {2, 2})}, blocked, {}},
-      {"a horizontal stride of 3",
-       {1, 3, 32, 32},
-       {16, 3, 3, 3},
-       {ints("strides", {1, 3})},
-       blocked,
-       {}},
-      {"not among blocked Convs",
-       {1, 3, 32, 32},
-       {16, 3, 3, 3},
-       {},
-       ActivationLayout::Preferred,
-       {}},
-      {"Gelu", {1, 3, 32, 32}, {16, 3, 3, 3}, {}, blocked, {{PostOpKind::Gelu}}},
-      {"over 1024 taps", {1, 15, 32, 32}, {16, 15, 9, 9}, {}, blocked, {}},
-  };
-  for (const Other& o : others) {
-    SCOPED_TRACE(o.why);
-    Case c("Conv", o.attributes);
-    c.desc.small_ops_own_loops = true;
-    c.desc.activation_layout = o.layout;
-    c.desc.post_ops = o.post_ops;
-    c.add(random_tensor(o.x, seed++), false);
-    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
-    c.desc.constants = {nullptr, &c.at(1)};
-    auto own = dnnl_impl::create_image_conv(c.desc);
-    ASSERT_FALSE(own.ok());
-    EXPECT_EQ(own.error(), runtime::Error::NotSupported) << own.status();
-    auto op = c.create();
-    ASSERT_TRUE(op.ok()) << op.status();
-    EXPECT_EQ((*op)->describe().find(kImageConv), std::string::npos) << (*op)->describe();
-  }
+  expect_left_to_others(others, dnnl_impl::create_image_conv, kImageConv, seed);
 }
 
 // A residual of another shape than the output's is refused, naming both.
 TEST(ImageConv, RefusesAResidualOfAnotherShape) {
   uint32_t seed = 8700;
-  ImageCase s({1, 3, 16, 16, 16}, false, {{PostOpKind::AddResidual}}, 1, seed);
+  ConvCase s({1, 3, 16, 16, 16, 3, 3, 2}, false, {{PostOpKind::AddResidual}}, 1, seed);
   s.c.desc.inputs.back().sizes = {1, 16, 8, 9};
-  auto op = s.create();
+  auto op = create_loops(s);
   ASSERT_FALSE(op.ok());
   EXPECT_EQ(op.error(), runtime::Error::InvalidArgument);
   EXPECT_NE(op.status().message().find("[1, 16, 8, 9]"), std::string::npos) << op.status();

@@ -90,13 +90,17 @@ struct Case {
     constant_flags.push_back(false);
   }
   const runtime::Tensor& at(size_t i) const { return inputs[i]->tensor(); }
-  runtime::Result<std::unique_ptr<CpuOp>> create() {
+  /// The op `factory` makes of it (CpuOp::create, or one kind of kiln's loops alone), its
+  /// constants bound.
+  runtime::Result<std::unique_ptr<CpuOp>> create_with(
+      runtime::Result<std::unique_ptr<CpuOp>> (*factory)(const OpDesc&)) {
     desc.constants.clear();
     for (size_t i = 0; i < inputs.size(); ++i) {
       desc.constants.push_back(constant_flags[i] && inputs[i] ? &inputs[i]->tensor() : nullptr);
     }
-    return CpuOp::create(desc);
+    return factory(desc);
   }
+  runtime::Result<std::unique_ptr<CpuOp>> create() { return create_with(&CpuOp::create); }
   /// The run-time inputs: constant and absent ones null (a run must not read constants).
   std::vector<const runtime::Tensor*> run_inputs() const {
     std::vector<const runtime::Tensor*> in;

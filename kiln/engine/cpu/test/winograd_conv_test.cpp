@@ -6,7 +6,7 @@
 // shared with other ops; the choice through CpuOp::create and the Convs left to other kernels.
 #include <kiln/engine/cpu/dnnl_common.h>
 #include <kiln/engine/cpu/test/blocked16.h>
-#include <kiln/engine/cpu/test/op_case.h>
+#include <kiln/engine/cpu/test/conv_case.h>
 #include <kiln/kernels/kernels.h>
 
 #include <gtest/gtest.h>
@@ -51,76 +51,40 @@ void expect_winograd_near(const OwnedTensor& actual, const OwnedTensor& expected
   }
 }
 
-struct Shape {
-  int64_t batch, channels, out_channels, height, width;
-  std::vector<int64_t> pads = {1, 1, 1, 1};  // top, left, bottom, right
-};
-
-std::string name_of(const Shape& s) {
-  std::string pads;
-  for (int64_t p : s.pads) pads += std::to_string(p);
-  return "N" + std::to_string(s.batch) + " " + std::to_string(s.channels) + "->" +
-         std::to_string(s.out_channels) + " " + std::to_string(s.height) + "x" +
-         std::to_string(s.width) + " pads " + pads;
-}
-
-// A 3x3 Conv case given to Winograd's kernels: X, W, optionally B, optionally a residual;
+// A 3x3 Conv given to Winograd's kernels: X, W, optionally B, optionally a residual;
 // `expected` from the reference convolution and post-ops.
-struct WinogradCase {
-  Case c{"Conv", {}};
-  OwnedTensor expected = zeros({0});
+struct WinogradCase : ConvCase {
   OwnedTensor magnitude = zeros({0});  // the reference Conv of |X| and |W|, without B
-  std::vector<int64_t> out;
 
-  WinogradCase(const Shape& s, bool bias, const std::vector<PostOp>& post_ops, int threads,
-               uint32_t& seed) {
-    kernels::ConvOptions options;
-    options.pads = {s.pads[0], s.pads[1], s.pads[2], s.pads[3]};
-    c.desc.attributes = {ints("pads", options.pads)};
-    c.desc.small_ops_own_loops = true;
+  WinogradCase(const ConvGeometry& g, bool bias, const std::vector<PostOp>& post_ops, int threads,
+               uint32_t& seed)
+      : ConvCase(g, bias, post_ops, threads, seed) {
     c.desc.winograd = true;
     c.desc.avoid_generated_code = true;
-    c.desc.activation_layout = ActivationLayout::Blocked;
-    c.desc.num_threads = threads;
-    c.add(random_tensor({s.batch, s.channels, s.height, s.width}, seed++), false);
-    c.add(random_tensor({s.out_channels, s.channels, 3, 3}, seed++, -0.3, 0.3), true);
-    if (bias) c.add(random_tensor({s.out_channels}, seed++), true);
-    out = {s.batch, s.out_channels, s.height + s.pads[0] + s.pads[2] - 2,
-           s.width + s.pads[1] + s.pads[3] - 2};
-    expected = zeros(out);
-    EXPECT_TRUE(
-        kernels::conv(c.at(0), c.at(1), bias ? &c.at(2) : nullptr, options, expected.tensor())
-            .ok());
     magnitude = zeros(out);
-    EXPECT_TRUE(kernels::conv(abs_of(c.at(0)).tensor(), abs_of(c.at(1)).tensor(), nullptr, options,
-                              magnitude.tensor())
+    EXPECT_TRUE(kernels::conv(abs_of(c.at(0)).tensor(), abs_of(c.at(1)).tensor(), nullptr,
+                              conv_options(g), magnitude.tensor())
                     .ok());
-    add_post_ops(c, post_ops, out, seed, expected);
   }
 
-  // The Winograd loops' op (its constants bound as `Case::create` binds them).
+  // The Winograd loops' op, not through CpuOp::create.
   runtime::Result<std::unique_ptr<CpuOp>> create() {
-    c.desc.constants.clear();
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      c.desc.constants.push_back(c.constant_flags[i] && c.inputs[i] ? &c.inputs[i]->tensor()
-                                                                    : nullptr);
-    }
-    return dnnl_impl::create_winograd_conv(c.desc);
+    return c.create_with(dnnl_impl::create_winograd_conv);
   }
 };
 
 TEST(WinogradConv, MatchesTheReferenceOverShapesPadsPostOpsAndThreads) {
-  const std::vector<Shape> shapes = {
-      {1, 16, 16, 4, 4},                 // one tile
-      {1, 20, 24, 5, 7},                 // a padded input block, a padded output block
-      {2, 32, 40, 13, 9},                // a batch, partial tiles both ways, three output blocks
-      {1, 48, 16, 1, 1},                 // one pixel: every tap but the centre in the pads
-      {1, 16, 32, 6, 6, {0, 0, 0, 0}},   // no pads: 4 x 4 from 6 x 6
-      {1, 16, 16, 9, 10, {0, 1, 1, 0}},  // pads on two sides
-      {1, 16, 16, 7, 7, {2, 2, 2, 2}},   // pads wider than the taps' reach
-      {1, 64, 64, 66, 40},               // 170 tiles: several chunks and a short last one
-      {1, 16, 16, 3, 50},                // one row of tiles
-      {1, 144, 48, 10, 10},              // nine input blocks: the 1x1 loops' weight chunks
+  const std::vector<ConvGeometry> shapes = {
+      {1, 16, 16, 4, 4},   // one tile
+      {1, 20, 24, 5, 7},   // a padded input block, a padded output block
+      {2, 32, 40, 13, 9},  // a batch, partial tiles both ways, three output blocks
+      {1, 48, 16, 1, 1},   // one pixel: every tap but the centre in the pads
+      {1, 16, 32, 6, 6, 3, 3, 1, {0, 0, 0, 0}},   // no pads: 4 x 4 from 6 x 6
+      {1, 16, 16, 9, 10, 3, 3, 1, {0, 1, 1, 0}},  // pads on two sides
+      {1, 16, 16, 7, 7, 3, 3, 1, {2, 2, 2, 2}},   // pads wider than the taps' reach
+      {1, 64, 64, 66, 40},                        // 170 tiles: several chunks and a short last one
+      {1, 16, 16, 3, 50},                         // one row of tiles
+      {1, 144, 48, 10, 10},                       // nine input blocks: the 1x1 loops' weight chunks
   };
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {},
@@ -133,7 +97,7 @@ TEST(WinogradConv, MatchesTheReferenceOverShapesPadsPostOpsAndThreads) {
   };
   uint32_t seed = 7100;
   for (int threads : {1, 2}) {
-    for (const Shape& s : shapes) {
+    for (const ConvGeometry& s : shapes) {
       for (size_t k = 0; k < post_op_sets.size(); ++k) {
         const bool bias = k % 2 == 0;
         SCOPED_TRACE(name_of(s) + (bias ? " bias" : "") + post_ops_name(post_op_sets[k]) + ", " +
@@ -197,38 +161,25 @@ TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
     expect_winograd_near(w.c.run(), w.expected, w.magnitude);
     EXPECT_EQ(w.c.description.find(kWinograd) != std::string::npos, own) << w.c.description;
   }
-  struct Other {
-    std::string why;
-    std::vector<int64_t> x, w;
-    std::vector<ir::Attribute> attributes;
-    std::vector<PostOp> post_ops;
+  auto other = [](std::string why, std::vector<int64_t> x, std::vector<int64_t> w,
+                  std::vector<ir::Attribute> attributes, std::vector<PostOp> post_ops = {}) {
+    return OtherConv{.why = std::move(why),
+                     .x = std::move(x),
+                     .w = std::move(w),
+                     .attributes = std::move(attributes),
+                     .post_ops = std::move(post_ops),
+                     .winograd = true,
+                     .avoid_generated_code = true};
   };
-  const std::vector<Other> others = {
-      {"stride 2", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("strides", {2, 2})}, {}},
-      {"5x5", {1, 32, 14, 14}, {32, 32, 5, 5}, {}, {}},
-      {"dilation 2", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("dilations", {2, 2})}, {}},
-      {"groups", {1, 32, 14, 14}, {32, 16, 3, 3}, {int_attr("group", 2)}, {}},
-      {"an image of 8 channels", {1, 8, 14, 14}, {32, 8, 3, 3}, {}, {}},
-      {"Gelu", {1, 32, 14, 14}, {32, 32, 3, 3}, {}, {{PostOpKind::Gelu}}},
+  const std::vector<OtherConv> others = {
+      other("stride 2", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("strides", {2, 2})}),
+      other("5x5", {1, 32, 14, 14}, {32, 32, 5, 5}, {}),
+      other("dilation 2", {1, 32, 14, 14}, {32, 32, 3, 3}, {ints("dilations", {2, 2})}),
+      other("groups", {1, 32, 14, 14}, {32, 16, 3, 3}, {int_attr("group", 2)}),
+      other("an image of 8 channels", {1, 8, 14, 14}, {32, 8, 3, 3}, {}),
+      other("Gelu", {1, 32, 14, 14}, {32, 32, 3, 3}, {}, {{PostOpKind::Gelu}}),
   };
-  for (const Other& o : others) {
-    SCOPED_TRACE(o.why);
-    Case c("Conv", o.attributes);
-    c.desc.small_ops_own_loops = true;
-    c.desc.winograd = true;
-    c.desc.avoid_generated_code = true;
-    c.desc.activation_layout = ActivationLayout::Blocked;
-    c.desc.post_ops = o.post_ops;
-    c.add(random_tensor(o.x, seed++), false);
-    c.add(random_tensor(o.w, seed++, -0.3, 0.3), true);
-    c.desc.constants = {nullptr, &c.at(1)};
-    auto own = dnnl_impl::create_winograd_conv(c.desc);
-    ASSERT_FALSE(own.ok());
-    EXPECT_EQ(own.error(), runtime::Error::NotSupported) << own.status();
-    auto op = c.create();
-    ASSERT_TRUE(op.ok()) << op.status();
-    EXPECT_EQ((*op)->describe().find(kWinograd), std::string::npos) << (*op)->describe();
-  }
+  expect_left_to_others(others, dnnl_impl::create_winograd_conv, kWinograd, seed);
 }
 
 // A residual of another shape than the output's is refused, naming both.
