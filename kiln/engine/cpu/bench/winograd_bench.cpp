@@ -1,6 +1,6 @@
 // 3x3 stride-1 Convs among blocked Convs: kiln's direct loops (0), oneDNN's Winograd kernel (1)
 // and kiln's Winograd loops (2, winograd_conv.cpp) (OpDesc::winograd), nChw16c in and out natively
-// as inside a model (batch 1, f32, Relu), over output channels and image sizes around the rule that
+// as inside a model (f32, Relu), over output channels and image sizes around the rule that
 // keeps a Conv to one block of output channels over a large image direct (winograd_fit,
 // engine/compile/layout_propagation.cpp): the run time (GFLOP/s of the direct algorithm's work) at
 // the threads given, and the time to create each op (oneDNN's primitive cache cleared before). Run
@@ -33,6 +33,7 @@ using kiln::runtime::Tensor;
 struct Layer {
   const char* name;
   int64_t c, o, hw;
+  int64_t n = 1;  // images
 };
 
 const Layer kLayers[] = {
@@ -52,6 +53,14 @@ const Layer kLayers[] = {
     {"ocr 64->64 80x80", 64, 64, 80},
     {"32->64 32x32", 32, 64, 32},
     {"128->128 16x16", 128, 128, 16},
+    {"ocr smooth 64->16 20x20", 64, 16, 20},
+    {"ocr smooth 64->16 10x10", 64, 16, 10},
+    {"ocr 96->96 20x20", 96, 96, 20},
+    {"ocr 128->128 10x10", 128, 128, 10},
+    {"32->32 40x40", 32, 32, 40},
+    {"digits 16->32 4x4 x10", 16, 32, 4, 10},
+    {"16->32 8x8 x10", 16, 32, 8, 10},
+    {"64->64 14x14", 64, 64, 14},
 };
 
 void BM_Winograd(benchmark::State& state) {
@@ -67,7 +76,7 @@ void BM_Winograd(benchmark::State& state) {
   OpDesc desc;
   desc.op = "Conv";
   desc.attributes = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
-  desc.inputs = {TensorDesc{ScalarType::Float32, {1, l.c, l.hw, l.hw}},
+  desc.inputs = {TensorDesc{ScalarType::Float32, {l.n, l.c, l.hw, l.hw}},
                  TensorDesc{ScalarType::Float32, {l.o, l.c, 3, 3}},
                  TensorDesc{ScalarType::Float32, {l.o}}};
   desc.constants = {nullptr, &wt, &bt};
@@ -86,10 +95,10 @@ void BM_Winograd(benchmark::State& state) {
     state.SkipWithError(op.status().message().c_str());
     return;
   }
-  kiln::engine::cpu::bench::run_natively(state, **op, {1, l.c, l.hw, l.hw}, {1, l.o, l.hw, l.hw},
-                                         3);
+  kiln::engine::cpu::bench::run_natively(state, **op, {l.n, l.c, l.hw, l.hw},
+                                         {l.n, l.o, l.hw, l.hw}, 3);
   if (state.error_occurred()) return;
-  const double flops = 2.0 * static_cast<double>(l.c * l.o * 9 * l.hw * l.hw);
+  const double flops = 2.0 * static_cast<double>(l.n * l.c * l.o * 9 * l.hw * l.hw);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["create_ms"] = create_ms;
