@@ -23,13 +23,13 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     Chunk& chunk = chunks_.back();
     uint8_t* data = chunk.memory.get() + chunk.used;
     chunk.used += rounded;
-    if (chunk.size < kBulkHugePageBytes) prefault_for_write(data, size);
+    prefault_for_write(data, size);
     return data;
   }
   // Each chunk as large as all before it (at least the first size, at most kChunkBytes).
   const size_t next = std::min(kChunkBytes, std::max(kFirstChunkBytes, reserved_));
-  const size_t chunk_size = rounded <= next ? next : round_up(rounded, kBulkHugePageBytes);
-  KILN_ASSIGN_OR_RETURN(AlignedBuffer memory, allocate_bulk(chunk_size));
+  const size_t chunk_size = rounded <= next ? next : round_up(rounded, kPageBytes);
+  KILN_ASSIGN_OR_RETURN(AlignedBuffer memory, allocate_aligned(chunk_size, kPageBytes));
   uint8_t* data = memory.get();
   // A chunk made for one large request goes before the open one, which keeps its tail.
   Chunk made{std::move(memory), chunk_size, rounded};
@@ -39,7 +39,7 @@ Result<uint8_t*> BulkPool::allocate(size_t size) {
     chunks_.push_back(std::move(made));
   }
   reserved_ += chunk_size;
-  if (chunk_size < kBulkHugePageBytes) prefault_for_write(data, size);
+  prefault_for_write(data, size);
   return data;
 }
 

@@ -9,15 +9,24 @@
 
 namespace kiln::runtime {
 
-/// Many bulk allocations (packed weights, kernel buffers) carved from a few large chunks of
-/// `allocate_bulk` memory, so that they share huge pages: written once at load, a chunk of
-/// 8 MiB takes four page faults where 4 KiB pages would take 2,048. Chunks grow with the pool,
-/// from kFirstChunkBytes (4 KiB pages: a small model's weights do not fill a huge page) to
+/// Many bulk allocations (packed weights, kernel buffers) carved from a few large chunks, each
+/// allocation's pages mapped for writing in one system call as it is carved (Linux 5.14+
+/// MADV_POPULATE_WRITE, `prefault_for_write`: about 8 us a page on a virtual machine against 13
+/// for a first write's fault). Chunks grow with the pool, from kFirstChunkBytes to
 /// kChunkBytes; a request larger than the next chunk gets a chunk of its own. Memory is given
 /// back only when the pool is destroyed.
 ///
-/// Untouched parts of a chunk cost address space only; at most one partly used huge page per
-/// chunk is resident beyond what was asked for.
+/// The chunks are not advised for transparent huge pages. On a virtual machine whose balloon
+/// reports freed memory to its host (virtio free page reporting, as on the machine of
+/// bench/RESULTS.md), a fresh 2 MiB huge page is often made of memory the host has taken back,
+/// and its first write then costs the host a fault per 4 KiB page: ResNet-18's cold load (46 MB
+/// of weights packed) took 30-40 ms or, at random, 110-320 ms with huge pages (median 156 ms
+/// of 10 at 2 threads), against 41-61 ms (median 43) populated in 4 KiB pages. The packed
+/// weights are written once, and every later process reads them from the cache's mapped file
+/// in 4 KiB pages anyway; only a process that packed them and runs from them (a cold load, or
+/// no cache) pays the TLB misses of 4 KiB pages: ResNet-18 ran 4-7 % slower there.
+///
+/// Untouched parts of a chunk cost address space only.
 ///
 /// Thread-safety: none; callers serialize (PackedConstants allocates under its lock).
 class BulkPool {
@@ -25,6 +34,7 @@ class BulkPool {
   static constexpr size_t kFirstChunkBytes = size_t{256} << 10;
   static constexpr size_t kChunkBytes = size_t{8} << 20;
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kPageBytes = 4096;  ///< Chunks are page-aligned, in whole pages.
 
   /// `size` bytes (> 0), `kAlignment`-aligned, valid while the pool lives. Errors:
   /// MemoryAllocationFailed with the size asked for.

@@ -40,7 +40,7 @@ TEST(BulkPool, AllocationsAreAlignedDisjointAndKeepTheirBytes) {
   EXPECT_LT(pool.reserved_bytes(), 12 * BulkPool::kChunkBytes);
 }
 
-// Chunks under a huge page are prefaulted as they are carved, over whole pages that may hold
+// Allocations are prefaulted as they are carved, over whole pages that may hold
 // the previous allocation's last bytes: written bytes stay as they were.
 TEST(BulkPool, PrefaultingForWriteKeepsWrittenBytes) {
   auto buffer = allocate_bulk(size_t{1} << 20);
