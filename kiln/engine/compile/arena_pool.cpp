@@ -50,6 +50,7 @@ runtime::Result<ArenaPool::Lease> ArenaPool::take(uint64_t bytes) {
     grown.data = runtime::AlignedBuffer();
     grown.size = 0;
     KILN_ASSIGN_OR_RETURN(grown.data, runtime::allocate_bulk(static_cast<size_t>(bytes)));
+    runtime::prefault_for_write(grown.data.get(), static_cast<size_t>(bytes));  // run writes it
     grown.size = bytes;
     detail::count_activation_bytes(static_cast<int64_t>(bytes));
     best = largest;

@@ -56,8 +56,13 @@ Result<DynamicPool::Piece> DynamicPool::take(size_t bytes) {
     total_ += size;
     used_ = 0;
   }
-  Piece piece{chunks_[chunk_].data.get() + used_, bytes};
+  Chunk& chunk = chunks_[chunk_];
+  Piece piece{chunk.data.get() + used_, bytes};
   used_ += bytes;
+  if (used_ > chunk.mapped) {
+    runtime::prefault_for_write(chunk.data.get() + chunk.mapped, used_ - chunk.mapped);
+    chunk.mapped = used_;
+  }
   return piece;
 }
 

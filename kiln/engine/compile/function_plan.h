@@ -98,9 +98,11 @@ struct Step {
 };
 
 /// Storage for the values of a shape-generic plan, renewed at each run: pieces carved in turn
-/// from chunks of bulk memory (`runtime::allocate_bulk`: huge pages where the kernel gives
-/// them) that are kept from run to run, so only a run at a larger shape than any before touches
-/// fresh memory. A value's piece goes back to the pool after the value's last use in the run
+/// from chunks of bulk memory (`runtime::allocate_bulk`) that are kept from run to run, so only
+/// a run at a larger shape than any before touches fresh memory; a piece reaching past what
+/// earlier pieces of its chunk covered maps those fresh pages in one call
+/// (`runtime::prefault_for_write`), since its step is about to write them. A value's piece goes
+/// back to the pool after the value's last use in the run
 /// (`give_back`) and a later value that fits takes it (the smallest that fits); `reset` starts
 /// a run over from the first chunk. So the pool holds about the most bytes live at once in a
 /// run of the largest shapes, not the sum of every value.
@@ -129,6 +131,7 @@ class DynamicPool {
   struct Chunk {
     runtime::AlignedBuffer data;
     size_t size = 0;
+    size_t mapped = 0;  ///< Bytes from the start mapped for writing.
   };
   std::vector<Chunk> chunks_;
   std::vector<Piece> free_;

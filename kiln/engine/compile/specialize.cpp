@@ -415,12 +415,13 @@ Status PlanBuilder::plan_memory() {
             std::to_string(limit) + " bytes; expected input shapes whose values fit in memory)");
   }
   impl_->arena_bytes = memory.arena_size;
-  // Not zero-filled: every step writes its outputs before anything reads them, and touching
-  // megabytes of fresh pages here would only move that cost from the first run into the load.
+  // Not zero-filled: every step writes its outputs before anything reads them.
   // With a pool, each run takes an arena there and places the values in it (bind_arena).
   impl_->arena_pool = options_.arena_pool;
   if (impl_->arena_pool == nullptr) {
     KILN_ASSIGN_OR_RETURN(impl_->arena, runtime::allocate_bulk(memory.arena_size + 1));
+    // Mapped now in one call, cheaper than the first run's faults of each page.
+    runtime::prefault_for_write(impl_->arena.get(), memory.arena_size + 1);
   }
   for (size_t k = 0; k < planned.size(); ++k) {
     Slot& s = slot(planned[k]);

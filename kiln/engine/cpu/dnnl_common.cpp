@@ -307,8 +307,8 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
       ThreadScope one_thread(1);
       dnnl::memory from = wrap(source_md, source);
       dnnl::memory to(target, cpu_engine(), data);
-      // The scratchpad (Winograd transforms: megabytes) comes from bulk memory: as oneDNN's
-      // own allocation it would be faulted in 4 KiB pages at each packing.
+      // The scratchpad (Winograd transforms: megabytes) comes from bulk memory mapped in one
+      // call: as oneDNN's own allocation each of its pages would fault at its first write.
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::reorder::primitive_desc pd(from, to, attr);
@@ -316,6 +316,7 @@ Result<dnnl::memory> pack_constant(const OpDesc& desc, size_t input,
       runtime::AlignedBuffer scratch;
       if (size_t bytes = pd.scratchpad_desc().get_size(); bytes > 0) {
         KILN_ASSIGN_OR_RETURN(scratch, runtime::allocate_bulk(bytes));
+        runtime::prefault_for_write(scratch.get(), bytes);
         args[DNNL_ARG_SCRATCHPAD] = wrap(pd.scratchpad_desc(), scratch.get());
       }
       dnnl::reorder(pd).execute(cpu_stream(), args);

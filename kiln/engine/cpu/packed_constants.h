@@ -35,8 +35,8 @@ struct PackKey {
 /// time an op asks for it; later requests, and ops built from a compiled artifact whose bytes
 /// were `adopt`ed, get the same bytes without repacking.
 ///
-/// Packed bytes share huge-page chunks (`runtime::BulkPool`): packing megabytes of weights
-/// takes a few page faults rather than one per 4 KiB.
+/// Packed bytes share large chunks (`runtime::BulkPool`), each allocation's pages mapped in one
+/// call rather than faulted one by one.
 ///
 /// Thread-safety: every method may be called concurrently. Bytes returned stay valid and
 /// unchanged while the store lives.

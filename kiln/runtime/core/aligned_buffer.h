@@ -38,8 +38,9 @@ inline Result<AlignedBuffer> allocate_aligned(size_t size, size_t alignment = 64
   return AlignedBuffer(static_cast<uint8_t*>(p));
 }
 
-/// The size from which `allocate_bulk` advises transparent huge pages (and rounds up to).
-inline constexpr size_t kBulkHugePageBytes = size_t{2} << 20;
+/// The size from which `allocate_bulk` gives whole pages.
+inline constexpr size_t kBulkPageBytes = 4096;
+inline constexpr size_t kBulkPagesFrom = size_t{64} << 10;
 
 /// Maps the pages of [data, data + size) for writing in one system call (Linux 5.14+
 /// MADV_POPULATE_WRITE), for bytes about to be written: that costs less than the page fault of
@@ -59,19 +60,20 @@ inline void prefault_for_write(void* data, size_t size) {
 #endif
 }
 
-/// Allocates `size` bytes for bulk data written once and read often (packed weights, an
-/// activation arena): 64-byte aligned; from 2 MiB up, 2 MiB aligned and advised for
-/// transparent huge pages where the system has them (Linux `madvise`), which cuts page faults
-/// 512-fold when the bytes are first written. Errors: as `allocate_aligned`.
+/// Allocates `size` bytes for bulk data (an activation arena, run-time storage, scratch
+/// memory): 64-byte aligned; from kBulkPagesFrom up, page-aligned in whole 4 KiB pages, which
+/// are not advised for transparent huge pages. On a virtual machine whose balloon reports freed
+/// memory to its host (as on the machine of bench/RESULTS.md), a fresh 2 MiB huge page is often
+/// memory the host has taken back, whose first write costs the host a fault per 4 KiB page:
+/// first runs (the arena's first writes) of the OCR detector took 21-38 ms with a huge-page
+/// arena against 11-15 ms in 4 KiB pages, and steady runs 0-1.5 % less time (see BulkPool for
+/// packed weights). Callers about to write the bytes map them in one call with
+/// `prefault_for_write`. Errors: as `allocate_aligned`.
 inline Result<AlignedBuffer> allocate_bulk(size_t size) {
-  if (size < kBulkHugePageBytes) return allocate_aligned(size);
-  size_t rounded = (size + kBulkHugePageBytes - 1) / kBulkHugePageBytes * kBulkHugePageBytes;
+  if (size < kBulkPagesFrom) return allocate_aligned(size);
+  size_t rounded = (size + kBulkPageBytes - 1) / kBulkPageBytes * kBulkPageBytes;
   if (rounded < size) return allocate_aligned(size);  // overflow: let it report the size
-  KILN_ASSIGN_OR_RETURN(AlignedBuffer buffer, allocate_aligned(rounded, kBulkHugePageBytes));
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  madvise(buffer.get(), rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
-#endif
-  return buffer;
+  return allocate_aligned(rounded, kBulkPageBytes);
 }
 
 }  // namespace kiln::runtime

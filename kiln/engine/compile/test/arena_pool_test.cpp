@@ -1,9 +1,11 @@
 // Activation arenas shared by plans that run one at a time (CompileOptions::arena_pool).
 #include <kiln/engine/compile/arena_pool.h>
+#include <kiln/engine/compile/function_plan.h>
 #include <kiln/engine/compile/test/test_models.h>
 
 #include <gmock/gmock.h>
 
+#include <cstring>
 #include <thread>
 
 namespace kiln::engine::compile {
@@ -139,6 +141,53 @@ TEST(ArenaPool, StepScratchMovesWithTheArena) {
     expect_close(outputs[0].tensor, expected[0].tensor);
     EXPECT_EQ(options.arena_pool->num_arenas(), 2u);
   }
+}
+
+// A shape-generic plan's storage: pieces carved in turn (each mapping the fresh pages it reaches
+// into), given back and reused, kept over `reset`; earlier pieces keep their bytes.
+TEST(DynamicPool, PiecesKeepTheirBytesAsLaterOnesMapFreshPages) {
+  DynamicPool pool;
+  std::vector<DynamicPool::Piece> pieces;
+  for (size_t i = 0; i < 40; ++i) {
+    auto piece = pool.take(1000 + i * 70001);  // 1 KB to 2.7 MB: past one 8 MiB chunk
+    ASSERT_TRUE(piece.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(piece->data) % 64, 0u);
+    std::memset(piece->data, static_cast<int>(i + 1), piece->bytes);
+    pieces.push_back(*piece);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const DynamicPool::Piece& p = pieces[i];
+    ASSERT_EQ(p.data[0], i + 1) << "piece " << i;
+    ASSERT_EQ(p.data[p.bytes - 1], i + 1) << "piece " << i;
+    for (size_t k = i + 1; k < pieces.size(); ++k) {
+      const DynamicPool::Piece& q = pieces[k];
+      EXPECT_TRUE(p.data + p.bytes <= q.data || q.data + q.bytes <= p.data) << i << ", " << k;
+    }
+  }
+  const size_t chunks = pool.num_chunks();
+  EXPECT_GT(chunks, 1u);
+  pool.give_back(pieces[5]);
+  auto reused = pool.take(pieces[5].bytes - 100);  // the smallest given-back piece that fits
+  ASSERT_TRUE(reused.ok());
+  EXPECT_EQ(reused->data, pieces[5].data);
+  pool.reset();
+  auto first = pool.take(10);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->data, pieces[0].data);  // the same chunks, from the start
+  EXPECT_EQ(pool.num_chunks(), chunks);
+}
+
+// A limit refuses a chunk beyond it, allocating nothing, and names the bytes.
+TEST(DynamicPool, ATakePastTheLimitFailsNamingTheBytes) {
+  DynamicPool pool;
+  pool.set_limit(size_t{1} << 20);
+  auto fits = pool.take(size_t{1} << 19);
+  ASSERT_TRUE(fits.ok());
+  auto over = pool.take(size_t{3} << 20);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), runtime::Error::MemoryAllocationFailed);
+  EXPECT_THAT(over.status().message(), ::testing::HasSubstr("over the limit of 1048576"));
+  EXPECT_EQ(pool.num_chunks(), 1u);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #include <kiln/runtime/core/bulk_pool.h>
 
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -38,6 +39,25 @@ TEST(BulkPool, AllocationsAreAlignedDisjointAndKeepTheirBytes) {
   }
   // Small requests share chunks: far fewer chunks than requests.
   EXPECT_LT(pool.reserved_bytes(), 12 * BulkPool::kChunkBytes);
+}
+
+// Bulk buffers: 64-byte aligned below kBulkPagesFrom, page-aligned from there; zero gives none.
+TEST(AllocateBulk, AlignsSmallBuffersTo64BytesAndLargeOnesToPages) {
+  for (size_t size : {size_t{1}, size_t{1000}, kBulkPagesFrom - 1, kBulkPagesFrom,
+                      kBulkPagesFrom + 1, size_t{3} << 20}) {
+    auto buffer = allocate_bulk(size);
+    ASSERT_TRUE(buffer.ok()) << size;
+    const auto address = reinterpret_cast<uintptr_t>(buffer->get());
+    EXPECT_EQ(address % (size >= kBulkPagesFrom ? kBulkPageBytes : 64), 0u) << size;
+    std::memset(buffer->get(), 0x11, size);  // every byte asked for is ours
+  }
+  auto none = allocate_bulk(0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->get(), nullptr);
+  auto too_large = allocate_bulk(~size_t{0} - 10);
+  ASSERT_FALSE(too_large.ok());
+  EXPECT_EQ(too_large.status().code(), Error::MemoryAllocationFailed);
+  EXPECT_THAT(too_large.status().message(), ::testing::HasSubstr(std::to_string(~size_t{0} - 10)));
 }
 
 // Allocations are prefaulted as they are carved, over whole pages that may hold
