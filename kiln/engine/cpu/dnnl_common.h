@@ -307,10 +307,14 @@ Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc);
 /// the image read plain, the result (and one residual) nChw16c, with the loops' post-ops;
 /// NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_image_conv(const OpDesc& desc);
+/// The output tiles of kiln's Winograd loops: 3 x 3 or 4 x 4 pixels, or the loops' choice.
+enum class WinogradTile { Auto, F3x3, F4x4 };
 /// A 3x3 stride-1 Conv of one group and at least 16 input channels in ActivationLayout::Blocked
-/// given to Winograd's kernels (OpDesc::winograd), on kiln's own F(3x3, 3x3) loops over nChw16c
-/// (winograd_conv.cpp), with the loops' post-ops and one residual; NotSupported for any other.
-Result<std::unique_ptr<CpuOp>> create_winograd_conv(const OpDesc& desc);
+/// given to Winograd's kernels (OpDesc::winograd), on kiln's own F(3x3, 3x3) or F(4x4, 3x3)
+/// loops over nChw16c (winograd_conv.cpp), with the loops' post-ops and one residual;
+/// NotSupported for any other.
+Result<std::unique_ptr<CpuOp>> create_winograd_conv(const OpDesc& desc,
+                                                    WinogradTile tile = WinogradTile::Auto);
 /// MaxPool and AveragePool (2-D, f32) on kiln's own loops (pool_loops.cpp): small inputs in a
 /// producer's nChw16c or nhwc, read and written natively, and with `plain` any other input
 /// (plain NCHW); NotSupported for any other pool (oneDNN's op takes it).

@@ -1,13 +1,13 @@
-// 3x3 stride-1 Convs on kiln's own Winograd loops, F(3x3, 3x3): each 3 x 3 tile of output pixels
-// comes from a 5 x 5 tile of input pixels in 25 products of channels instead of 81 taps.
-// oneDNN's Winograd kernels generate their code and search their blocking for each image size
-// (0.2-0.5 ms per Conv, for every new image size and at a first run); these loops generate
-// nothing, so a new size costs no code generation. The input and output are nChw16c, as for
-// kiln's other blocked Convs. A run takes the tiles a chunk at a time: the chunk's input tiles
-// are transformed (V = Bᵀ d B, 16 channels a vector), each of the 25 points multiplies its
-// transformed tiles by its transformed weights (U = G g Gᵀ, packed once) on the 1x1 Conv loops
-// of conv_loops.cpp, and the products are transformed back (Y = Aᵀ M A), with the bias, the
-// loops' post-ops and a residual applied before the store.
+// 3x3 stride-1 Convs on kiln's own Winograd loops, F(3x3, 3x3) or F(4x4, 3x3): each 3 x 3 (4 x 4)
+// tile of output pixels comes from a 5 x 5 (6 x 6) tile of input pixels in 25 (36) products of
+// channels instead of 81 (144) taps. oneDNN's Winograd kernels generate their code and search
+// their blocking for each image size (0.2-0.5 ms per Conv, for every new image size and at a
+// first run); these loops generate nothing, so a new size costs no code generation. The input
+// and output are nChw16c, as for kiln's other blocked Convs. A run takes the tiles a chunk at a
+// time: the chunk's input tiles are transformed (V = Bᵀ d B, 16 channels a vector), each point
+// multiplies its transformed tiles by its transformed weights (U = G g Gᵀ, packed once) on the
+// 1x1 Conv loops of conv_loops.cpp, and the products are transformed back (Y = Aᵀ M A), with
+// the bias, the loops' post-ops and a residual applied before the store.
 
 #include <kiln/engine/cpu/blocked_loops_op.h>
 #include <kiln/engine/cpu/conv_loops.h>
@@ -34,39 +34,92 @@ constexpr int64_t kGemmTile = 12;  // conv_loops.cpp's pixels a tile
 constexpr int64_t kChunkBytes = 1 << 19;
 constexpr int64_t kMaxChunkTiles = 96;
 
+// Winograd's results differ from a direct convolution's by more rounding, growing with the
+// tile: F(3x3, 3x3) rounds to up to about 4e-7 of the sum of the products' magnitudes,
+// F(4x4, 3x3) to about 9e-7 (sums of 300-1300 products of random data, winograd_conv_test.cpp),
+// so outputs near zero can differ from a direct convolution's by more than 1e-5 (as oneDNN's
+// F(4x4, 3x3) kernel's do). F(2x2, 3x3) rounds least, but these loops ran it at 100-220 GFLOP/s
+// (of the direct algorithm's work, 1 thread) against 150-300 for F(3x3, 3x3).
+
 // F(3x3, 3x3): 5 x 5 input pixels a tile, 25 products for 9 outputs (3.24 x fewer multiplies
-// than taps), over the points 0, 1, -1, 2 and infinity. Winograd's results differ from a direct
-// convolution's by more rounding, growing with the tile: F(3x3, 3x3) rounds to up to about 4e-7
-// of the sum of the products' magnitudes, F(4x4, 3x3) (oneDNN's 4x3 kernel's tiles) to about
-// 9e-7 on these loops (sums of 300-1300 products of random data, winograd_conv_test.cpp), so
-// outputs near zero can differ from a direct convolution's by more than 1e-5. F(2x2, 3x3)
-// rounds least, but these loops ran it at 100-220 GFLOP/s
-// (of the direct algorithm's work, 1 thread) against 150-300 for F(3x3, 3x3) and 140-360 for
-// F(4x4, 3x3), and oneDNN's kernels at 120-380 (`kiln_winograd_bench`).
-constexpr int64_t kOut = 3, kIn = 5, kPoints = kIn * kIn;
-constexpr double kG[kIn][3] = {{1.0 / 2, 0, 0},
-                               {-1.0 / 2, -1.0 / 2, -1.0 / 2},
-                               {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                               {1.0 / 6, 1.0 / 3, 2.0 / 3},
-                               {0, 0, 1}};
-// Bᵀ d for five vectors (one column or row of a tile).
-[[gnu::always_inline]] inline void input_transform(const Floats* d, Floats* r) {
-  r[0] = 2.0f * (d[0] - d[2]) - d[1] + d[3];
-  r[1] = d[3] - 2.0f * d[1] - d[2];
-  r[2] = 2.0f * d[1] - 3.0f * d[2] + d[3];
-  r[3] = d[3] - d[1];
-  r[4] = 2.0f * (d[1] - d[3]) - d[2] + d[4];
-}
-// Aᵀ m for five vectors, three results.
-[[gnu::always_inline]] inline void output_transform(const Floats* m, Floats* r) {
-  const Floats s12 = m[1] + m[2];
-  r[0] = m[0] + s12 + m[3];
-  r[1] = m[1] - m[2] + 2.0f * m[3];
-  r[2] = s12 + 4.0f * m[3] + m[4];
+// than taps), over the points 0, 1, -1, 2 and infinity.
+struct F3 {
+  static constexpr int64_t kOut = 3, kIn = 5, kPoints = kIn * kIn;
+  static constexpr const char* kName = "F(3x3, 3x3)";
+  static constexpr double kG[kIn][3] = {{1.0 / 2, 0, 0},
+                                        {-1.0 / 2, -1.0 / 2, -1.0 / 2},
+                                        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                        {1.0 / 6, 1.0 / 3, 2.0 / 3},
+                                        {0, 0, 1}};
+  // Bᵀ d for five vectors (one column or row of a tile).
+  [[gnu::always_inline]] static void input(const Floats* d, Floats* r) {
+    r[0] = 2.0f * (d[0] - d[2]) - d[1] + d[3];
+    r[1] = d[3] - 2.0f * d[1] - d[2];
+    r[2] = 2.0f * d[1] - 3.0f * d[2] + d[3];
+    r[3] = d[3] - d[1];
+    r[4] = 2.0f * (d[1] - d[3]) - d[2] + d[4];
+  }
+  // Aᵀ m for five vectors, three results.
+  [[gnu::always_inline]] static void output(const Floats* m, Floats* r) {
+    const Floats s12 = m[1] + m[2];
+    r[0] = m[0] + s12 + m[3];
+    r[1] = m[1] - m[2] + 2.0f * m[3];
+    r[2] = s12 + 4.0f * m[3] + m[4];
+  }
+};
+
+// F(4x4, 3x3): 6 x 6 input pixels a tile, 36 products for 16 outputs (4 x fewer multiplies than
+// taps), over the points 0, 1, -1, 2, -2 and infinity.
+struct F4 {
+  static constexpr int64_t kOut = 4, kIn = 6, kPoints = kIn * kIn;
+  static constexpr const char* kName = "F(4x4, 3x3)";
+  static constexpr double kG[kIn][3] = {{1.0 / 4, 0, 0},
+                                        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                        {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                        {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                        {0, 0, 1}};
+  // Bᵀ d for six vectors.
+  [[gnu::always_inline]] static void input(const Floats* d, Floats* r) {
+    const Floats a = d[4] - 4.0f * d[2], b = d[3] - 4.0f * d[1];
+    const Floats c = d[4] - d[2], e = 2.0f * (d[3] - d[1]);
+    r[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    r[1] = a + b;
+    r[2] = a - b;
+    r[3] = c + e;
+    r[4] = c - e;
+    r[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  }
+  // Aᵀ m for six vectors, four results.
+  [[gnu::always_inline]] static void output(const Floats* m, Floats* r) {
+    const Floats s12 = m[1] + m[2], d12 = m[1] - m[2];
+    const Floats s34 = m[3] + m[4], d34 = m[3] - m[4];
+    r[0] = m[0] + s12 + s34;
+    r[1] = d12 + 2.0f * d34;
+    r[2] = s12 + 4.0f * s34;
+    r[3] = d12 + 8.0f * d34 + m[5];
+  }
+};
+
+// F(4x4, 3x3) unless its tiles would do over 0.9 x the products of F(3x3, 3x3)'s, counting the
+// tiles' parts past the image's edges: its transforms and weights cost more per product. At 1
+// and 2 threads F(4x4, 3x3) took 0.61-0.92 x F(3x3, 3x3)'s time on images of 4 x 4 to 160 x 160
+// pixels, 1.01-1.08 x on 14 x 14, where F(3x3, 3x3) wastes fewer pixels (kiln_winograd_bench,
+// modes 3 and 4).
+WinogradTile choose_tile(int64_t oh, int64_t ow) {
+  auto products = [&](int64_t tile, int64_t points) {
+    return points * ((oh + tile - 1) / tile) * ((ow + tile - 1) / tile);
+  };
+  return products(F4::kOut, F4::kPoints) * 10 <= products(F3::kOut, F3::kPoints) * 9
+             ? WinogradTile::F4x4
+             : WinogradTile::F3x3;
 }
 
 // U = G g Gᵀ for one 3x3 kernel `g` (row-major), in double, written to u[point * stride].
+template <typename T>
 void transform_kernel(const float* g, float* u, int64_t stride) {
+  constexpr int64_t kIn = T::kIn;
+  constexpr const auto& kG = T::kG;
   double gg[kIn][3];
   for (int i = 0; i < kIn; ++i) {
     for (int j = 0; j < 3; ++j) {
@@ -85,7 +138,9 @@ void transform_kernel(const float* g, float* u, int64_t stride) {
 // the weights the 1x1 loops take. Block by block of 16 x 16 channels, each block's points made
 // together and then copied to their places (writing each kernel's values where they go
 // scattered the writes over the whole packing: 7 ms for 256 x 256 channels).
+template <typename T>
 void pack_winograd(const float* w, int64_t o, int64_t c, int64_t c16, float* to) {
+  constexpr int64_t kPoints = T::kPoints;
   constexpr int64_t kBlock = kLanes * kLanes;
   const int64_t in_blocks = c16 / kLanes, out_blocks = (o + kLanes - 1) / kLanes;
   const int64_t point_floats = out_blocks * in_blocks * kBlock;
@@ -96,7 +151,7 @@ void pack_winograd(const float* w, int64_t o, int64_t c, int64_t c16, float* to)
       for (int64_t ol = 0; ol < std::min(kLanes, o - ob * kLanes); ++ol) {
         for (int64_t il = 0; il < std::min(kLanes, c - ib * kLanes); ++il) {
           const int64_t oc = ob * kLanes + ol, ic = ib * kLanes + il;
-          transform_kernel(w + (oc * c + ic) * 9, block.data() + il * kLanes + ol, kBlock);
+          transform_kernel<T>(w + (oc * c + ic) * 9, block.data() + il * kLanes + ol, kBlock);
         }
       }
       for (int64_t p = 0; p < kPoints; ++p) {
@@ -122,8 +177,10 @@ struct WinoJob {
 };
 
 // V [points][C16 / 16][count][16] of tiles [t0, t0 + count).
+template <typename T>
 [[gnu::always_inline]] inline void transform_inputs(const WinoJob& j, int64_t t0, int64_t count,
                                                     float* v) {
+  constexpr int64_t kOut = T::kOut, kIn = T::kIn;
   const int64_t in_blocks = j.c16 / kLanes;
   const int64_t point_stride = in_blocks * count * kLanes;
   for (int64_t cb = 0; cb < in_blocks; ++cb) {
@@ -146,13 +203,13 @@ struct WinoJob {
       Floats rows[kIn][kIn];  // Bᵀ d, column by column
       for (int64_t c = 0; c < kIn; ++c) {
         Floats r[kIn];
-        input_transform(cols[c], r);
+        T::input(cols[c], r);
         for (int64_t i = 0; i < kIn; ++i) rows[i][c] = r[i];
       }
       float* to = v + (cb * count + t) * kLanes;
       for (int64_t i = 0; i < kIn; ++i) {
         Floats r[kIn];
-        input_transform(rows[i], r);
+        T::input(rows[i], r);
         for (int64_t k = 0; k < kIn; ++k) store(to + (i * kIn + k) * point_stride, r[k]);
       }
     }
@@ -160,8 +217,10 @@ struct WinoJob {
 }
 
 // Y of tiles [t0, t0 + count), output blocks [ob0, ob1), from M [points][OB][count][16].
+template <typename T>
 [[gnu::always_inline]] inline void transform_outputs(const WinoJob& j, int64_t t0, int64_t count,
                                                      int64_t ob0, int64_t ob1, const float* m) {
+  constexpr int64_t kOut = T::kOut, kIn = T::kIn;
   const int64_t point_stride = j.blocks_out * count * kLanes;
   const Epilogue e{nullptr, nullptr, j.ops, j.num_ops, nullptr};
   for (int64_t ob = ob0; ob < ob1; ++ob) {
@@ -178,14 +237,14 @@ struct WinoJob {
         Floats col[kIn];
         for (int64_t i = 0; i < kIn; ++i) col[i] = load(from + (i * kIn + c) * point_stride);
         Floats r[kOut];
-        output_transform(col, r);
+        T::output(col, r);
         for (int64_t i = 0; i < kOut; ++i) rows[i][c] = r[i];
       }
       const int64_t tile = t0 + t;
       const int64_t oy0 = tile / j.tiles_w * kOut, ox0 = tile % j.tiles_w * kOut;
       for (int64_t i = 0; i < kOut && oy0 + i < j.out_h; ++i) {
         Floats r[kOut];
-        output_transform(rows[i], r);
+        T::output(rows[i], r);
         for (int64_t k = 0; k < kOut && ox0 + k < j.out_w; ++k) {
           const int64_t at = ((oy0 + i) * j.out_w + ox0 + k) * kLanes;
           const Floats res = residual_plane != nullptr ? load(residual_plane + at) : Floats{};
@@ -200,32 +259,37 @@ struct WinoJob {
 
 // Tiles [t0, t0 + count) of output blocks [ob0, ob1): transform, the points' products,
 // transform back. `v` and `m` hold the chunk's transformed input and products.
+template <typename T>
 [[gnu::always_inline]] inline void chunk_body(const WinoJob& j, int64_t t0, int64_t count,
                                               int64_t ob0, int64_t ob1, float* v, float* m) {
-  transform_inputs(j, t0, count, v);
+  transform_inputs<T>(j, t0, count, v);
   const int64_t in_blocks = j.c16 / kLanes;
   ConvJob g;
   g.c16 = j.c16;
   g.channels = j.c16;
   g.blocks_out = j.blocks_out;
   g.pixels = count;
-  for (int64_t p = 0; p < kIn * kIn; ++p) {
+  for (int64_t p = 0; p < T::kPoints; ++p) {
     g.x = v + p * in_blocks * count * kLanes;
     g.w = j.u + p * j.blocks_out * j.c16 * kLanes;
     g.y = m + p * j.blocks_out * count * kLanes;
     pointwise_range(g, 0, ob0, ob1, 0, count);
   }
-  transform_outputs(j, t0, count, ob0, ob1, m);
+  transform_outputs<T>(j, t0, count, ob0, ob1, m);
 }
 
-KILN_VECTOR_CLONES void run_chunk(const WinoJob& j, int64_t t0, int64_t count, int64_t ob0,
-                                  int64_t ob1, float* v, float* m) {
-  chunk_body(j, t0, count, ob0, ob1, v, m);
+KILN_VECTOR_CLONES void run_chunk3(const WinoJob& j, int64_t t0, int64_t count, int64_t ob0,
+                                   int64_t ob1, float* v, float* m) {
+  chunk_body<F3>(j, t0, count, ob0, ob1, v, m);
+}
+KILN_VECTOR_CLONES void run_chunk4(const WinoJob& j, int64_t t0, int64_t count, int64_t ob0,
+                                   int64_t ob1, float* v, float* m) {
+  chunk_body<F4>(j, t0, count, ob0, ob1, v, m);
 }
 
 class WinogradConvOp final : public BlockedLoopsOp {
  public:
-  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc);
+  static Result<std::unique_ptr<CpuOp>> create(const OpDesc& desc, WinogradTile tile);
 
   // Each thread's transformed tiles and products, in storage shared with other ops.
   uint64_t scratchpad_bytes() const override {
@@ -241,11 +305,15 @@ class WinogradConvOp final : public BlockedLoopsOp {
 
  private:
   int64_t thread_floats() const {
-    return kPoints * (c16_ / kLanes + blocks_out_) * chunk_ * kLanes;
+    return points_ * (c16_ / kLanes + blocks_out_) * chunk_ * kLanes;
   }
+  // The tile's chunks of tiles, packed weights and description.
+  template <typename T>
+  Status set_up(const OpDesc& desc, const runtime::Tensor& w, const std::vector<int64_t>& out);
 
   std::vector<PostOp> post_ops_;
   int64_t c16_ = 0, blocks_out_ = 0, pad_top_ = 0, pad_left_ = 0, chunk_ = kGemmTile;
+  int64_t out_tile_ = F3::kOut, points_ = F3::kPoints;  // the output tile's side; its points
   int num_threads_ = 1;
   // The transformed weights outweigh the transformed tiles: threads share the output blocks
   // (each reading its share of the weights), in as few chunks of tiles as may be.
@@ -299,11 +367,11 @@ Status WinogradConvOp::run(runtime::Span<const runtime::Tensor*> inputs,
   j.out_w = ow;
   j.pad_top = pad_top_;
   j.pad_left = pad_left_;
-  j.tiles_w = (ow + kOut - 1) / kOut;
+  j.tiles_w = (ow + out_tile_ - 1) / out_tile_;
   j.ops = post_ops_.data();
   j.num_ops = post_ops_.size();
   j.last_lanes = last_lanes_.empty() ? nullptr : last_lanes_.data();
-  const int64_t tiles = (oh + kOut - 1) / kOut * j.tiles_w;
+  const int64_t tiles = (oh + out_tile_ - 1) / out_tile_ * j.tiles_w;
   const int parts = std::max(1, num_threads_);
   // Threads take equal numbers of chunks of tiles (smaller ones where that makes more), unless
   // the tiles are too few for a product tile per thread and the output blocks are not: then
@@ -314,7 +382,8 @@ Status WinogradConvOp::run(runtime::Span<const runtime::Tensor*> inputs,
   int64_t chunks = (tiles + chunk_ - 1) / chunk_;
   if (by_tiles) chunks = (chunks + parts - 1) / parts * parts;
   const int64_t chunk = by_tiles ? (tiles + chunks - 1) / chunks : chunk_;
-  const int64_t in_part = kPoints * (c16_ / kLanes) * chunk_ * kLanes;
+  const int64_t in_part = points_ * (c16_ / kLanes) * chunk_ * kLanes;
+  const auto run_chunk = out_tile_ == F4::kOut ? run_chunk4 : run_chunk3;
   for (int64_t i = 0; i < n; ++i) {
     j.x = x + i * in_floats;
     j.y = y_blocked + i * out_floats;
@@ -337,7 +406,34 @@ Status WinogradConvOp::run(runtime::Span<const runtime::Tensor*> inputs,
   return Status();
 }
 
-Result<std::unique_ptr<CpuOp>> WinogradConvOp::create(const OpDesc& desc) {
+template <typename T>
+Status WinogradConvOp::set_up(const OpDesc& desc, const runtime::Tensor& w,
+                              const std::vector<int64_t>& out) {
+  out_tile_ = T::kOut;
+  points_ = T::kPoints;
+  const int64_t tile_bytes =
+      T::kPoints * (c16_ / kLanes + blocks_out_) * kLanes * static_cast<int64_t>(sizeof(float));
+  chunk_ = std::clamp(kChunkBytes / tile_bytes / kGemmTile * kGemmTile, kGemmTile, kMaxChunkTiles);
+  // Each chunk reads all the transformed weights: where they outweigh the image's transformed
+  // tiles (many channels, a small image), the chunks are as large as they may be.
+  const int64_t tiles = (out[2] + T::kOut - 1) / T::kOut * ((out[3] + T::kOut - 1) / T::kOut);
+  weight_heavy_ = T::kPoints * c16_ * blocks_out_ * kLanes > tiles * tile_bytes / 4;
+  if (weight_heavy_) chunk_ = std::clamp(tiles, kGemmTile, kMaxChunkTiles);
+  const int64_t c = in_sizes_[1], o = out[1];
+  const auto* source = static_cast<const float*>(w.data());
+  const size_t packed = static_cast<size_t>(T::kPoints * blocks_out_ * kLanes * c16_);
+  const std::string layout = std::string("kiln f32 W Winograd ") + T::kName + " [" +
+                             std::to_string(T::kPoints) + "][O/16][C16][16]";
+  KILN_ASSIGN_OR_RETURN(
+      weights_, pack_floats(
+                    desc, 1, layout, packed,
+                    [&](float* to) { pack_winograd<T>(source, o, c, c16_, to); }, own_weights_));
+  describe_ = std::string("kiln Winograd ") + T::kName + " Conv (own loops: nChw16c, " +
+              std::to_string(chunk_) + " tiles a chunk)";
+  return Status();
+}
+
+Result<std::unique_ptr<CpuOp>> WinogradConvOp::create(const OpDesc& desc, WinogradTile tile) {
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 4));
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
   const std::vector<int64_t>& ws = desc.inputs[1].sizes;
@@ -371,15 +467,6 @@ Result<std::unique_ptr<CpuOp>> WinogradConvOp::create(const OpDesc& desc) {
   op->blocks_out_ = (o + kLanes - 1) / kLanes;
   op->pad_top_ = pad_begin[0];
   op->pad_left_ = pad_begin[1];
-  const int64_t tile_bytes = kPoints * (op->c16_ / kLanes + op->blocks_out_) * kLanes *
-                             static_cast<int64_t>(sizeof(float));
-  op->chunk_ =
-      std::clamp(kChunkBytes / tile_bytes / kGemmTile * kGemmTile, kGemmTile, kMaxChunkTiles);
-  // Each chunk reads all the transformed weights: where they outweigh the image's transformed
-  // tiles (many channels, a small image), the chunks are as large as they may be.
-  const int64_t tiles = (out[2] + kOut - 1) / kOut * ((out[3] + kOut - 1) / kOut);
-  op->weight_heavy_ = kPoints * op->c16_ * op->blocks_out_ * kLanes > tiles * tile_bytes / 4;
-  if (op->weight_heavy_) op->chunk_ = std::clamp(tiles, kGemmTile, kMaxChunkTiles);
   op->num_threads_ = desc.num_threads > 0 ? desc.num_threads : omp_get_max_threads();
   op->post_ops_ = desc.post_ops;
   op->has_residual_ = residuals == 1;
@@ -400,23 +487,16 @@ Result<std::unique_ptr<CpuOp>> WinogradConvOp::create(const OpDesc& desc) {
     bias.resize(static_cast<size_t>(op->blocks_out_ * kLanes), 0.0f);
     op->bias_ = std::move(bias);
   }
-  const auto* source = static_cast<const float*>(w->data());
-  const int64_t c16 = op->c16_;
-  const size_t packed = static_cast<size_t>(kPoints * op->blocks_out_ * kLanes * c16);
-  KILN_ASSIGN_OR_RETURN(
-      op->weights_,
-      pack_floats(
-          desc, 1, "kiln f32 W Winograd F(3x3, 3x3) [25][O/16][C16][16]", packed,
-          [&](float* to) { pack_winograd(source, o, c, c16, to); }, op->own_weights_));
-  op->describe_ = "kiln Winograd F(3x3, 3x3) Conv (own loops: nChw16c, " +
-                  std::to_string(op->chunk_) + " tiles a chunk)";
+  if (tile == WinogradTile::Auto) tile = choose_tile(out[2], out[3]);
+  KILN_RETURN_IF_ERROR(tile == WinogradTile::F4x4 ? op->set_up<F4>(desc, *w, out)
+                                                  : op->set_up<F3>(desc, *w, out));
   return std::unique_ptr<CpuOp>(std::move(op));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<CpuOp>> create_winograd_conv(const OpDesc& desc) {
-  return WinogradConvOp::create(desc);
+Result<std::unique_ptr<CpuOp>> create_winograd_conv(const OpDesc& desc, WinogradTile tile) {
+  return WinogradConvOp::create(desc, tile);
 }
 
 }  // namespace kiln::engine::cpu::dnnl_impl

@@ -1,5 +1,6 @@
-// 3x3 stride-1 Convs among blocked Convs: kiln's direct loops (0), oneDNN's Winograd kernel (1)
-// and kiln's Winograd loops (2, winograd_conv.cpp) (OpDesc::winograd), nChw16c in and out natively
+// 3x3 stride-1 Convs among blocked Convs: kiln's direct loops (0), oneDNN's Winograd kernel (1),
+// kiln's Winograd loops' choice (2, winograd_conv.cpp) and its F(3x3, 3x3) (3) and F(4x4, 3x3)
+// (4) loops (OpDesc::winograd), nChw16c in and out natively
 // as inside a model (f32, Relu), over output channels and image sizes around the rule that
 // keeps a Conv to one block of output channels over a large image direct (winograd_fit,
 // engine/compile/layout_propagation.cpp): the run time (GFLOP/s of the direct algorithm's work) at
@@ -10,6 +11,7 @@
 
 #include <kiln/engine/cpu/bench/native_op_bench.h>
 #include <kiln/engine/cpu/cpu_op.h>
+#include <kiln/engine/cpu/dnnl_common.h>
 
 #include <benchmark/benchmark.h>
 #include <dnnl.hpp>
@@ -84,10 +86,13 @@ void BM_Winograd(benchmark::State& state) {
   desc.num_threads = static_cast<int>(state.range(2));
   desc.activation_layout = ActivationLayout::Blocked;
   desc.winograd = mode != 0;
-  desc.avoid_generated_code = mode == 2;
+  desc.avoid_generated_code = mode >= 2;
   dnnl::set_primitive_cache_capacity(0);  // a creation as in a fresh process
   const auto start = std::chrono::steady_clock::now();
-  auto op = CpuOp::create(desc);
+  using kiln::engine::cpu::dnnl_impl::WinogradTile;
+  auto op = mode <= 2 ? CpuOp::create(desc)
+                      : kiln::engine::cpu::dnnl_impl::create_winograd_conv(
+                            desc, mode == 3 ? WinogradTile::F3x3 : WinogradTile::F4x4);
   const double create_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   dnnl::set_primitive_cache_capacity(1024);
@@ -108,7 +113,7 @@ void BM_Winograd(benchmark::State& state) {
 void layers(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2}) {
     for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
-      for (int64_t mode : {0, 1, 2}) b->Args({i, mode, threads});
+      for (int64_t mode : {0, 1, 2, 3, 4}) b->Args({i, mode, threads});
     }
   }
 }

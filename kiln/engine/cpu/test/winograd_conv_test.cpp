@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace kiln::engine::cpu {
@@ -24,6 +25,17 @@ using runtime::ScalarType;
 using runtime::Tensor;
 
 constexpr const char* kWinograd = "kiln Winograd";
+runtime::Result<std::unique_ptr<CpuOp>> winograd_loops(const OpDesc& desc) {
+  return dnnl_impl::create_winograd_conv(desc);
+}
+runtime::Result<std::unique_ptr<CpuOp>> winograd_f3(const OpDesc& desc) {
+  return dnnl_impl::create_winograd_conv(desc, dnnl_impl::WinogradTile::F3x3);
+}
+runtime::Result<std::unique_ptr<CpuOp>> winograd_f4(const OpDesc& desc) {
+  return dnnl_impl::create_winograd_conv(desc, dnnl_impl::WinogradTile::F4x4);
+}
+constexpr dnnl_impl::WinogradTile kTiles[] = {dnnl_impl::WinogradTile::F3x3,
+                                              dnnl_impl::WinogradTile::F4x4};
 
 OwnedTensor abs_of(const Tensor& t) {
   std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
@@ -33,8 +45,8 @@ OwnedTensor abs_of(const Tensor& t) {
 
 // Fails (naming up to 5 elements) unless every element is within 1e-5 + 1e-4 * |expected| plus
 // 2e-6 of `magnitude` (the sum of the products' magnitudes there): Winograd's F(3x3, 3x3)
-// rounds to up to about 4e-7 of it (sums of 300-1300 products here), while a wrong or missing
-// product is off by about 1e-2.
+// rounds to up to about 4e-7 of it, F(4x4, 3x3) to about 9e-7 (sums of 300-1300 products here),
+// while a wrong or missing product is off by about 1e-2.
 void expect_winograd_near(const OwnedTensor& actual, const OwnedTensor& expected,
                           const OwnedTensor& magnitude) {
   ASSERT_EQ(actual.tensor().numel(), expected.tensor().numel());
@@ -67,9 +79,12 @@ struct WinogradCase : ConvCase {
                     .ok());
   }
 
-  // The Winograd loops' op, not through CpuOp::create.
-  runtime::Result<std::unique_ptr<CpuOp>> create() {
-    return c.create_with(dnnl_impl::create_winograd_conv);
+  // The Winograd loops' op of `tile`, not through CpuOp::create.
+  runtime::Result<std::unique_ptr<CpuOp>> create(
+      dnnl_impl::WinogradTile tile = dnnl_impl::WinogradTile::Auto) {
+    return c.create_with(tile == dnnl_impl::WinogradTile::Auto   ? winograd_loops
+                         : tile == dnnl_impl::WinogradTile::F3x3 ? winograd_f3
+                                                                 : winograd_f4);
   }
 };
 
@@ -96,16 +111,22 @@ TEST(WinogradConv, MatchesTheReferenceOverShapesPadsPostOpsAndThreads) {
       {{PostOpKind::Relu}, {PostOpKind::AddResidual}},
   };
   uint32_t seed = 7100;
-  for (int threads : {1, 2}) {
-    for (const ConvGeometry& s : shapes) {
-      for (size_t k = 0; k < post_op_sets.size(); ++k) {
-        const bool bias = k % 2 == 0;
-        SCOPED_TRACE(name_of(s) + (bias ? " bias" : "") + post_ops_name(post_op_sets[k]) + ", " +
-                     std::to_string(threads) + " thread(s)");
-        WinogradCase w(s, bias, post_op_sets[k], threads, seed);
-        auto op = w.create();
-        ASSERT_TRUE(op.ok()) << op.status();
-        expect_winograd_near(w.c.run(**op), w.expected, w.magnitude);
+  for (auto tile : kTiles) {
+    const std::string tile_name =
+        tile == dnnl_impl::WinogradTile::F3x3 ? "F(3x3, 3x3)" : "F(4x4, 3x3)";
+    for (int threads : {1, 2}) {
+      for (const ConvGeometry& s : shapes) {
+        for (size_t k = 0; k < post_op_sets.size(); ++k) {
+          const bool bias = k % 2 == 0;
+          SCOPED_TRACE(tile_name + " " + name_of(s) + (bias ? " bias" : "") +
+                       post_ops_name(post_op_sets[k]) + ", " + std::to_string(threads) +
+                       " thread(s)");
+          WinogradCase w(s, bias, post_op_sets[k], threads, seed);
+          auto op = w.create(tile);
+          ASSERT_TRUE(op.ok()) << op.status();
+          EXPECT_NE((*op)->describe().find(tile_name), std::string::npos) << (*op)->describe();
+          expect_winograd_near(w.c.run(**op), w.expected, w.magnitude);
+        }
       }
     }
   }
@@ -121,14 +142,16 @@ TEST(WinogradConv, ReadsAndWritesNChw16cNativelyOrPlain) {
     SCOPED_TRACE(std::string(native_in ? "native in " : "plain in ") +
                  (native_out ? "native out " : "plain out ") +
                  (native_residual ? "native residual" : "plain residual"));
-    // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
-    WinogradCase w({2, 40, 24, 9, 6}, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1,
-                   seed);
-    auto op = w.create();
-    ASSERT_TRUE(op.ok()) << op.status();
-    expect_winograd_near(
-        run_blocked16(**op, w.c.at(0), w.c.at(3), 3, 4, native_in, native_out, native_residual),
-        w.expected, w.magnitude);
+    for (auto tile : kTiles) {
+      // (A sigmoid makes 0.5 of a zero sum: the padding lanes must still be written zero.)
+      WinogradCase w({2, 40, 24, 9, 6}, true, {{PostOpKind::AddResidual}, {PostOpKind::Sigmoid}}, 1,
+                     seed);
+      auto op = w.create(tile);
+      ASSERT_TRUE(op.ok()) << op.status();
+      expect_winograd_near(
+          run_blocked16(**op, w.c.at(0), w.c.at(3), 3, 4, native_in, native_out, native_residual),
+          w.expected, w.magnitude);
+    }
   }
 }
 
@@ -138,12 +161,14 @@ TEST(WinogradConv, RunsInScratchMemoryOthersSpoil) {
   uint32_t seed = 7500;
   for (int threads : {1, 2}) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
-    WinogradCase w({1, 32, 48, 30, 22}, true, {{PostOpKind::Relu}}, threads, seed);
-    auto op = w.create();
-    ASSERT_TRUE(op.ok()) << op.status();
-    uint64_t placed = 0;
-    expect_winograd_near(w.c.run_in_spoiled_scratch(**op, placed), w.expected, w.magnitude);
-    EXPECT_GT(placed, 0u);
+    for (auto tile : kTiles) {
+      WinogradCase w({1, 32, 48, 30, 22}, true, {{PostOpKind::Relu}}, threads, seed);
+      auto op = w.create(tile);
+      ASSERT_TRUE(op.ok()) << op.status();
+      uint64_t placed = 0;
+      expect_winograd_near(w.c.run_in_spoiled_scratch(**op, placed), w.expected, w.magnitude);
+      EXPECT_GT(placed, 0u);
+    }
   }
 }
 
@@ -179,7 +204,26 @@ TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
       other("an image of 8 channels", {1, 8, 14, 14}, {32, 8, 3, 3}, {}),
       other("Gelu", {1, 32, 14, 14}, {32, 32, 3, 3}, {}, {{PostOpKind::Gelu}}),
   };
-  expect_left_to_others(others, dnnl_impl::create_winograd_conv, kWinograd, seed);
+  expect_left_to_others(others, winograd_loops, kWinograd, seed);
+}
+
+// The loops' own choice: 4 x 4 output tiles unless they would waste more of the image's edges
+// than 3 x 3 ones (14 x 14, 13 x 13 pixels); both right.
+TEST(WinogradConv, TakesFourByFourTilesWhereTheyWasteLittle) {
+  uint32_t seed = 7600;
+  for (auto [h, w, tile] : {std::tuple{40, 40, "F(4x4, 3x3)"},
+                            {16, 16, "F(4x4, 3x3)"},
+                            {10, 10, "F(4x4, 3x3)"},
+                            {4, 8, "F(4x4, 3x3)"},
+                            {14, 14, "F(3x3, 3x3)"},
+                            {13, 13, "F(3x3, 3x3)"}}) {
+    SCOPED_TRACE(std::to_string(h) + " x " + std::to_string(w));
+    WinogradCase c({1, 32, 32, h, w}, true, {{PostOpKind::Relu}}, 1, seed);
+    auto op = c.create();
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_NE((*op)->describe().find(tile), std::string::npos) << (*op)->describe();
+    expect_winograd_near(c.c.run(**op), c.expected, c.magnitude);
+  }
 }
 
 // A residual of another shape than the output's is refused, naming both.
