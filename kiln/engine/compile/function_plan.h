@@ -295,8 +295,8 @@ bool has_large_weights(const ir::Node& node, const std::vector<std::unique_ptr<S
 /// Conv of large weights (`has_large_weights`: the transform at load costs more than the
 /// kernel gains); FewOutputChannels for one of at most 16 output channels over an image of
 /// 80 x 80 or more unless `own_loops` (oneDNN's direct kernel runs it faster than oneDNN's
-/// Winograd kernel; kiln's Winograd loops, which run it with `own_loops`, are faster still); No
-/// otherwise.
+/// Winograd kernel; kiln's Winograd loops, which take such images' Winograd Convs wherever
+/// kiln's loops run, `own_loops`, are faster still); No otherwise.
 enum class WinogradFit { No, Yes, TooLarge, FewOutputChannels };
 /// Whether oneDNN's direct kernel runs a Conv to one block of output channels over a large
 /// image faster than its Winograd kernel on this CPU (FewOutputChannels applies only then).

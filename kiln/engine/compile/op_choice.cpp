@@ -25,7 +25,7 @@ Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node
     // (A Conv of large weights stays in the layout oneDNN prefers: see has_large_weights.)
     desc.activation_layout = cpu::ActivationLayout::Blocked;
     desc.winograd = winograd_convs_ &&
-                    winograd_fit(node, impl_->slots, avoid_generated_code_) == WinogradFit::Yes;
+                    winograd_fit(node, impl_->slots, own_winograd_) == WinogradFit::Yes;
   }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);

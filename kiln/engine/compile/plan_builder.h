@@ -122,6 +122,7 @@ class PlanBuilder {
   bool blocked_convs_ = false;         ///< Convs in ActivationLayout::Blocked.
   bool winograd_convs_ = false;        ///< And on Winograd where it fits.
   bool avoid_generated_code_ = false;  ///< kiln's loops rather than oneDNN's generated kernels.
+  bool own_winograd_ = false;          ///< kiln's Winograd loops take large images' Convs.
   std::vector<int> num_uses_, consumer_, producer_;
 };
 

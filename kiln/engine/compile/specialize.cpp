@@ -105,8 +105,10 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
   // generates per shape, Winograd's Convs among them (`cpu::OpDesc::avoid_generated_code`).
   avoid_generated_code_ =
       frequent_reshapes_ && options_.small_ops_own_loops && cpu::own_vector_loops();
+  // kiln's Winograd loops take the large images' Winograd Convs whenever its loops run here.
+  own_winograd_ = options_.small_ops_own_loops && cpu::own_vector_loops();
   winograd_convs_ =
-      options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_, avoid_generated_code_);
+      options_.winograd && has_winograd_conv(graph_, impl_->slots, folded_, own_winograd_);
   blocked_convs_ = winograd_convs_ || has_depthwise_conv(graph_, impl_->slots, folded_);
   absorbed_.assign(graph_.nodes.size(), false);
   b_transpose_.assign(graph_.nodes.size(), -1);

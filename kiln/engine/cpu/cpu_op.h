@@ -97,19 +97,20 @@ struct OpDesc {
   int num_threads = 0;
   ActivationLayout activation_layout = ActivationLayout::Preferred;  ///< Conv only.
   /// Conv only, with ActivationLayout::Blocked: a 2-D 3x3 Conv of stride 1, no dilation and no
-  /// groups runs on oneDNN's Winograd kernel (F(2x2,3x3) or F(4x4,3x3)) when it has one for
-  /// the shapes, else on the direct one. Trade-off: about 2x fewer multiplications on such Convs
-  /// (1.2-2.4x faster on AVX-512) for results that differ from the direct convolution by more
-  /// rounding (relative differences around 1e-5 instead of 1e-6). Default: false.
+  /// groups runs on a Winograd algorithm: kiln's loops (F(4x4, 3x3) or F(3x3, 3x3),
+  /// `dnnl_impl::create_winograd_conv`) over images of at least 12 x 12 pixels where kiln's
+  /// loops run (`small_ops_own_loops`, AVX-512), else oneDNN's Winograd kernel (F(2x2,3x3) or
+  /// F(4x4,3x3)) when it has one for the shapes, else the direct one. Trade-off: 2-4x fewer
+  /// multiplications on such Convs (1.2-2.4x faster on AVX-512) for results that differ from
+  /// the direct convolution by more rounding (relative differences around 1e-5 instead of
+  /// 1e-6), and weights 16/9 to 4 times as large. Default: false.
   bool winograd = false;
   /// Ops whose kernels oneDNN generates for each shape (0.1-0.5 ms each) run on kiln's loops,
   /// which generate none, wherever those take them, at some cost per run: a function that
   /// meets many shapes pays the generation at each. Compiled functions set it when expecting
   /// frequent reshapes. Default: false. It moves:
-  /// - a Conv given to `winograd` to kiln's Winograd loops (F(3x3, 3x3),
-  ///   `dnnl_impl::create_winograd_conv`): 0.8-1.5 x the time of oneDNN's kernels per Conv
-  ///   (slower over many channels and small images, where oneDNN's F(4x4, 3x3) does fewer
-  ///   multiplications), weights 25/9 of the direct ones (oneDNN's: 16/9 or 4);
+  /// - a Conv given to `winograd` over an image of fewer than 12 x 12 pixels to kiln's Winograd
+  ///   loops too (larger ones run there anyway): 1.0-3 x the time of oneDNN's kernels there;
   /// - MaxPool and AveragePool in a producer's nChw16c or nhwc, of any size, to kiln's pool
   ///   loops (0.6-1.0 x oneDNN's speed on large maps, `kiln_pool_bench`);
   /// - a ConvTranspose whose kernel equals its strides, from a producer's nChw16c, to kiln's

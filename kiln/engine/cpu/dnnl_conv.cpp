@@ -122,6 +122,21 @@ std::optional<dnnl::convolution_forward::primitive_desc> blocked_pd(
   return std::nullopt;
 }
 
+// Whether a Conv given to Winograd (OpDesc::winograd) runs on kiln's Winograd loops: always
+// where asked to avoid generated code; else over images of at least 12 x 12 pixels, where they
+// ran faster than oneDNN's Winograd kernels on an Intel Xeon (0.57-0.85 x on maps of 20 x 20 to
+// 160 x 160 up to 128 channels at 2 threads; ResNet-18's 256 channels at 14 x 14 0.68 x at 1
+// thread, 0.94 at 2; `kiln_winograd_bench`), and generate no code for a new shape. On smaller
+// images oneDNN's kernels win (a digit classifier's 16 -> 32 over 4 x 4: 7 against 20 us).
+bool own_winograd(const OpDesc& desc) {
+  constexpr int64_t kOwnWinogradPixels = 12 * 12;
+  if (!desc.winograd) return false;
+  if (desc.avoid_generated_code) return true;
+  const std::vector<int64_t>& x =
+      desc.inputs.empty() ? std::vector<int64_t>{} : desc.inputs[0].sizes;
+  return x.size() == 4 && x[2] * x[3] >= kOwnWinogradPixels;
+}
+
 Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   // Few output channels: oneDNN's kernels would fill a few of their 16 lanes.
   // (Both on kiln's vector loops, where this CPU runs them at their speed: own_vector_loops.)
@@ -132,10 +147,9 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   }
   // A 1x1 or direct Conv among blocked ones, or the first one over an image: kiln's loops run
   // it about as fast (0.9-1.1 x oneDNN's kernel, `kiln_blocked_conv_bench`) and generate no
-  // code at load. So do its Winograd loops, where asked (OpDesc::avoid_generated_code), for a Conv
-  // given to Winograd.
+  // code at load. So do its Winograd loops, for a Conv given to Winograd (own_winograd).
   if (loops && desc.small_ops_own_loops) {
-    if (desc.winograd && desc.avoid_generated_code) {
+    if (own_winograd(desc)) {
       auto winograd = create_winograd_conv(desc);
       if (winograd.ok() || winograd.error() != Error::NotSupported) return winograd;
     }

@@ -172,19 +172,28 @@ TEST(WinogradConv, RunsInScratchMemoryOthersSpoil) {
   }
 }
 
-// Through CpuOp::create: a Conv given to Winograd takes these loops when asked
-// (avoid_generated_code), oneDNN's kernel when not, and the direct loops when not given to
-// Winograd; Convs of other geometry, groups or Gelu go elsewhere, still right.
-TEST(WinogradConv, IsChosenForConvsGivenToWinogradWhenAsked) {
+// Through CpuOp::create: a Conv given to Winograd takes these loops over images of 12 x 12
+// pixels or more, and over smaller ones when asked (avoid_generated_code); oneDNN's kernel over
+// smaller ones when not; the direct loops when not given to Winograd. Convs of other geometry,
+// groups or Gelu go elsewhere, still right.
+TEST(WinogradConv, IsChosenForConvsGivenToWinograd) {
   uint32_t seed = 7700;
-  for (int choice = 0; choice < 3; ++choice) {
-    const bool winograd = choice != 2, own = choice == 0;
-    SCOPED_TRACE(own ? "own Winograd" : winograd ? "oneDNN's Winograd" : "direct");
-    WinogradCase w({1, 64, 64, 28, 28}, true, {{PostOpKind::Relu}}, 2, seed);
-    w.c.desc.winograd = winograd;
-    w.c.desc.avoid_generated_code = own;
+  struct Choice {
+    const char* name;
+    int64_t hw;
+    bool winograd, avoid_generated_code, own;
+  };
+  for (const Choice& choice :
+       {Choice{"large image", 28, true, false, true}, Choice{"12 x 12", 12, true, false, true},
+        Choice{"small image", 8, true, false, false},
+        Choice{"small image, no generated code", 8, true, true, true},
+        Choice{"direct", 28, false, false, false}}) {
+    SCOPED_TRACE(choice.name);
+    WinogradCase w({1, 64, 64, choice.hw, choice.hw}, true, {{PostOpKind::Relu}}, 2, seed);
+    w.c.desc.winograd = choice.winograd;
+    w.c.desc.avoid_generated_code = choice.avoid_generated_code;
     expect_winograd_near(w.c.run(), w.expected, w.magnitude);
-    EXPECT_EQ(w.c.description.find(kWinograd) != std::string::npos, own) << w.c.description;
+    EXPECT_EQ(w.c.description.find(kWinograd) != std::string::npos, choice.own) << w.c.description;
   }
   auto other = [](std::string why, std::vector<int64_t> x, std::vector<int64_t> w,
                   std::vector<ir::Attribute> attributes, std::vector<PostOp> post_ops = {}) {
