@@ -91,7 +91,7 @@ bool direct_wins_one_block() {
 WinogradFit winograd_fit(const ir::Node& node, const std::vector<std::unique_ptr<Slot>>& slots,
                          bool own_loops) {
   if (!winograd_shape(node, slots)) return WinogradFit::No;
-  // A Winograd weight is 16/9 (oneDNN's F(2x2, 3x3)) to 4 (its F(4x4, 3x3)) times the direct
+  // A Winograd weight is 16/9 (oneDNN's F(2x2, 3x3)) to 4 (F(4x4, 3x3)) times the direct
   // one (kiln's F(3x3, 3x3): 25/9), and the Conv gains least where weights are large and
   // images small: ResNet-18's 7x7 stage on Winograd ran 5% faster but
   // made its cache entry 77 MB against 47 and its warm load 13-15 ms against 10-12 (mapping
