@@ -2,8 +2,8 @@
 // Frequent reshapes: a model called at a new input shape again and again, in one process, on
 // kiln with default options (a plan for the first shape; for GPT prefill, the shape-generic
 // plan for the first call of each later one and a plan of its own for its second; for the OCR
-// detector, whose Convs have no shape-generic kernels, a plan per shape), kiln with
-// `KilnBackend.expect_frequent_reshapes=true` and ONNX Runtime, in the same run.
+// detector, a plan per shape), kiln with `KilnBackend.expect_frequent_reshapes=true` (one
+// shape-generic plan for every shape) and ONNX Runtime, in the same run.
 //
 //   node bench/reshape_bench.mjs --models DIR [--model gpt_prefill|ocr_det] [--kiln PATH]
 //                                [--threads N] [--rounds N]

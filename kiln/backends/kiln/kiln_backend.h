@@ -26,14 +26,14 @@ inline constexpr std::string_view kKilnBackendId = "KilnBackend";
 ///   A function of symbolic inputs then gets one shape-generic plan, built at init
 ///   (`engine::LoadedModel::prepare`), that runs every shape: a new shape costs no compilation
 ///   (GPT prefill at 1 thread: a new sequence length's first call takes its usual time instead
-///   of about 10 ms more). Trade-off: its MatMuls run on oneDNN's run-time-dimension gemm and
-///   every other op on the reference kernels, so a call is slower than on a plan compiled for
-///   its shape (GPT
-///   prefill at 128 tokens: 2.5 ms against 1.5 ms), and init pays once per process for
-///   oneDNN's gemm kernels (about 45 ms). Functions of static inputs (enumerated ones
-///   included), and functions with a Conv, ConvTranspose, LSTM, GRU or RNN (oneDNN has no
-///   run-time-shape form of them and the reference kernels would run them 10-50x slower: use
-///   enumerated shapes there), are compiled per shape as without it. Takes effect at init (part of the specialization
+///   of about 10 ms more). Its MatMuls, row and element-wise ops run on kiln's run-time-shape
+///   loops, its Convs, ConvTransposes, pools, Resizes and Concats on kiln's loops made for each
+///   shape met (no code generated: `engine::compile::ShapedOp`, where the CPU has AVX-512), the
+///   rest on the reference kernels; a call costs about what it costs on a plan compiled for its
+///   shape (GPT prefill 1.0-1.2 x, the OCR detector 1.0 x). Functions of static inputs
+///   (enumerated ones included), and functions with an LSTM, GRU or RNN (no run-time-shape form
+///   of them; their reference kernels are 10-50x slower), are compiled per shape as without
+///   it. Takes effect at init (part of the specialization
 ///   identifier). Given at load time, it overrides the export-time value.
 /// - `share_multifunction_model` (bool, default false): delegates of the process (across methods
 ///   and modules) that load the same package (by content hash) with the same specialization and

@@ -87,12 +87,26 @@ Status CompiledFunctionImpl::over_limit(const EValue& value, Span<const int64_t>
                                 "memory; expected data-dependent sizes that fit in memory)");
 }
 
-Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes) {
+Result<void*> CompiledFunctionImpl::shaped_scratch(uint64_t bytes) {
+  if (bytes > shaped_scratch_bytes || shaped_scratch_buffer.get() == nullptr) {
+    // A quarter more than asked, so that slowly growing shapes do not allocate at each call;
+    // mapped now, since the op is about to write it.
+    const uint64_t grown = std::max(bytes, shaped_scratch_bytes + shaped_scratch_bytes / 4);
+    shaped_scratch_buffer.reset();
+    KILN_ASSIGN_OR_RETURN(shaped_scratch_buffer, runtime::allocate_bulk(grown));
+    runtime::prefault_for_write(shaped_scratch_buffer.get(), grown);
+    shaped_scratch_bytes = grown;
+  }
+  return static_cast<void*>(shaped_scratch_buffer.get());
+}
+
+Status CompiledFunctionImpl::resize(EValue& value, Span<const int64_t> sizes, uint64_t min_bytes) {
   Tensor& tensor = value.to_tensor();
   if (tensor.shape_dynamism() != runtime::ShapeDynamism::Unbounded) return tensor.resize(sizes);
   auto numel = runtime::checked_numel(sizes);
   if (!numel.ok()) return numel.status();
-  size_t bytes = static_cast<size_t>(*numel) * tensor.element_size();
+  size_t bytes = std::max<size_t>(static_cast<size_t>(*numel) * tensor.element_size(),
+                                  static_cast<size_t>(min_bytes));
   if (pooled && (bytes > tensor.capacity_bytes() || tensor.data() == nullptr)) {
     if (place_output) {
       // A function output: the caller's memory where it can take the value (first sizing), and
@@ -227,13 +241,13 @@ Status run_runtime_elementwise(CompiledFunctionImpl& impl, Step& step) {
 }  // namespace
 
 Status run_step(CompiledFunctionImpl& impl, Step& step) {
-  Status status =
-      step.cpu_op != nullptr           ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
-      : step.runtime_matmul != nullptr ? run_runtime_matmul(impl, step)
-      : step.runtime_rows != nullptr   ? run_runtime_rows(impl, step)
-      : step.runtime_elementwise != nullptr
-          ? run_runtime_elementwise(impl, step)
-          : step.kernel(*step.context, step.ref_inputs, step.ref_outputs, step.attributes);
+  Status status = step.cpu_op != nullptr ? step.cpu_op->run(step.cpu_inputs, step.cpu_outputs)
+                  : step.runtime_matmul != nullptr      ? run_runtime_matmul(impl, step)
+                  : step.runtime_rows != nullptr        ? run_runtime_rows(impl, step)
+                  : step.runtime_elementwise != nullptr ? run_runtime_elementwise(impl, step)
+                  : step.shaped_op != nullptr           ? step.shaped_op->run(impl, step)
+                                              : step.kernel(*step.context, step.ref_inputs,
+                                                            step.ref_outputs, step.attributes);
   if (status.ok()) return status;
   return status.with_context("run node '" + step.placement.node + "' (" + step.placement.op + ")");
 }

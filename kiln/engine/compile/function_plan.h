@@ -2,6 +2,7 @@
 // Internal to kiln/engine/compile: the parts a compiled function is made of.
 
 #include <kiln/engine/compile/compiled_function.h>
+#include <kiln/engine/compile/shaped_op.h>
 #include <kiln/engine/cpu/cpu_op.h>
 #include <kiln/engine/cpu/runtime_elementwise.h>
 #include <kiln/engine/cpu/runtime_matmul.h>
@@ -59,6 +60,9 @@ struct Slot {
   /// oneDNN's blocked nChw16c), which needs this many bytes; every step reading it reads that
   /// layout (see `propagate_layouts`). Its Tensor keeps the plain sizes.
   uint64_t native_bytes = 0;
+  /// Dynamic only, during a run: the native layout the value is held in (`cpu::HandOver`), as
+  /// the `ShapedOp` step computing it left it for the ShapedOp steps reading it; none: plain.
+  std::optional<cpu::HandOver> held;
   runtime::EValue value;  ///< Holds the Tensor steps read and write.
   /// Dynamic values and folded constants (new bytes are not zeroed).
   std::vector<uint8_t, DefaultInitAllocator<uint8_t>> storage;
@@ -85,6 +89,9 @@ struct Step {
   /// Shape-generic plans: an Add, Sub, Mul, Div or Where of the slots `inputs`, writing the
   /// Dynamic slot `outputs[0]`, sized at each run as its inputs broadcast.
   std::unique_ptr<cpu::RuntimeElementwise> runtime_elementwise;
+  /// Shape-generic plans: a Conv (its fused group), ConvTranspose, pool, Resize or Concat on
+  /// ops made for each input shape (`ShapedOp`), reading `inputs` in its desc's order.
+  std::unique_ptr<ShapedOp> shaped_op;
 
   std::unique_ptr<cpu::CpuOp> cpu_op;
   std::vector<const runtime::Tensor*> cpu_inputs;
@@ -200,7 +207,14 @@ class CompiledFunctionImpl {
 
   /// Resize callback of reference kernels: Planned (static) tensors keep their sizes, Dynamic
   /// ones grow their storage.
-  runtime::Status resize(runtime::EValue& value, runtime::Span<const int64_t> sizes);
+  /// `min_bytes`: storage of at least that many bytes (a value held in a native layout).
+  runtime::Status resize(runtime::EValue& value, runtime::Span<const int64_t> sizes,
+                         uint64_t min_bytes = 0);
+  /// Scratch memory of at least `bytes` for the `ShapedOp` steps' ops, shared by them (the
+  /// steps run one at a time); grown when a call needs more (an earlier pointer is then gone).
+  runtime::Result<void*> shaped_scratch(uint64_t bytes);
+  runtime::AlignedBuffer shaped_scratch_buffer;
+  uint64_t shaped_scratch_bytes = 0;
   /// `why` (a limit of `max_dynamic_bytes` reached) with the value and its sizes named.
   runtime::Status over_limit(const runtime::EValue& value, runtime::Span<const int64_t> sizes,
                              const runtime::Status& why) const;
@@ -343,6 +357,11 @@ std::optional<FusionGroup> find_fusion(const FusionContext& context, size_t anch
 /// a constant [N] (or [1, ..., 1, N]) and the activations that follow; no residual. Empty when
 /// nothing fuses.
 std::optional<FusionGroup> find_generic_fusion(const FusionContext& context, size_t anchor);
+/// For shape-generic plans: after a Conv or ConvTranspose of a constant weight, a bias Add of
+/// a constant along the channels, one residual Add (a Conv's, of a value whose declared shape
+/// equals the Conv's and the sum's: one that may broadcast is not fused) and the activations
+/// that follow. Empty when nothing fuses.
+std::optional<FusionGroup> find_generic_conv_fusion(const FusionContext& context, size_t anchor);
 /// For a shape-generic plan's MatMul of two computed inputs (attention's scores): the
 /// multiplication by a constant scalar that follows it (the scale, a Linear post-op of beta 0),
 /// which kiln's run-time MatMul applies as it packs B; nullopt when none.

@@ -139,6 +139,21 @@ int silu_next(const FusionContext& c, size_t anchor, int current, size_t& sigmoi
   return mul.outputs[0];
 }
 
+// Shape-generic chains: a SiLU pair reading `current` (silu_next) joins `group` as a Swish
+// post-op, `current` then its result; Stop for one of another type than f32.
+enum class SiluStep { None, Absorbed, Stop };
+SiluStep absorb_silu(const FusionContext& c, size_t anchor, int& current, FusionGroup& group) {
+  size_t sigmoid_index = 0, mul_index = 0;
+  const int silu = silu_next(c, anchor, current, sigmoid_index, mul_index);
+  if (silu < 0) return SiluStep::None;
+  if (c.slots[silu]->dtype != ScalarType::Float32) return SiluStep::Stop;
+  group.post_ops.push_back(PostOp{PostOpKind::Swish});
+  group.absorbed.push_back(sigmoid_index);
+  group.absorbed.push_back(mul_index);
+  current = silu;
+  return SiluStep::Absorbed;
+}
+
 // `group` ending at `current`, or nullopt when nothing was absorbed.
 std::optional<FusionGroup> finished(FusionGroup group, int current) {
   if (group.absorbed.empty()) return std::nullopt;
@@ -237,16 +252,9 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
   int current = anchor.outputs[0];
   size_t next_index = 0;
   for (;;) {
-    size_t sigmoid_index = 0, mul_index = 0;
-    const int silu = silu_next(c, anchor_index, current, sigmoid_index, mul_index);
-    if (silu >= 0) {
-      if (c.slots[silu]->dtype != ScalarType::Float32) break;
-      group.post_ops.push_back(PostOp{PostOpKind::Swish});
-      group.absorbed.push_back(sigmoid_index);
-      group.absorbed.push_back(mul_index);
-      current = silu;
-      continue;
-    }
+    const SiluStep silu = absorb_silu(c, anchor_index, current, group);
+    if (silu == SiluStep::Stop) break;
+    if (silu == SiluStep::Absorbed) continue;
     const ir::Node* next_node = chain_next(c, current, next_index);
     if (next_node == nullptr) break;
     const ir::Node& next = *next_node;
@@ -264,6 +272,82 @@ std::optional<FusionGroup> find_generic_fusion(const FusionContext& c, size_t an
       group.bias_sizes = {n};
     } else if (auto post_op = activation(c, next)) {
       group.post_ops.push_back(*post_op);
+    } else {
+      break;
+    }
+    group.absorbed.push_back(next_index);
+    current = next.outputs[0];
+  }
+  return finished(std::move(group), current);
+}
+
+std::optional<FusionGroup> find_generic_conv_fusion(const FusionContext& c, size_t anchor_index) {
+  const ir::Node& anchor = c.graph.nodes[anchor_index];
+  if ((anchor.op != "Conv" && anchor.op != "ConvTranspose") || anchor.inputs.size() < 2 ||
+      !is_constant(c, anchor.inputs[1]) || anchor.outputs.size() != 1 || anchor.outputs[0] < 0 ||
+      c.slots[anchor.outputs[0]]->dtype != ScalarType::Float32) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t>* w = static_sizes(c, anchor.inputs[1]);
+  if (w == nullptr || w->size() < 3) return std::nullopt;
+  int64_t groups = 1;
+  if (const ir::Attribute* a = anchor.attribute("group")) {
+    if (const auto* g = std::get_if<int64_t>(&a->value)) groups = *g;
+  }
+  // The output's sizes as far as a bias sees them: its channels, 1 elsewhere.
+  std::vector<int64_t> out(w->size(), 1);
+  out[1] = anchor.op == "Conv" ? (*w)[0] : (*w)[1] * groups;
+  FusionGroup group;
+  bool bias_done = has_bias_input(anchor);
+  int current = anchor.outputs[0];
+  size_t next_index = 0;
+  for (;;) {
+    const SiluStep silu = absorb_silu(c, anchor_index, current, group);
+    if (silu == SiluStep::Stop) break;
+    if (silu == SiluStep::Absorbed) {
+      bias_done = true;
+      continue;
+    }
+    const ir::Node* next_node = chain_next(c, current, next_index);
+    if (next_node == nullptr) break;
+    const ir::Node& next = *next_node;
+    if (c.slots[next.outputs[0]]->dtype != ScalarType::Float32) break;
+    if (next.op == "Add" && next.inputs.size() == 2 && next.inputs[0] != next.inputs[1]) {
+      int other = next.inputs[0] == current ? next.inputs[1] : next.inputs[0];
+      if (c.slots[other]->dtype != ScalarType::Float32) break;
+      if (!is_constant(c, other)) {
+        // A residual, only where the model's types say it has the result's shape (dims equal
+        // as expressions; the op made at run time checks the sizes): one that broadcasts
+        // would not fit the op.
+        const auto& types = c.graph.values;
+        const ir::TensorType& mine = types[static_cast<size_t>(anchor.outputs[0])].type;
+        auto same = [&](int v) {
+          const ir::TensorType& type = types[static_cast<size_t>(v)].type;
+          return type.rank_known && mine.rank_known && type.shape == mine.shape;
+        };
+        bool ready = c.producer[other] < 0 || c.producer[other] < static_cast<int>(anchor_index);
+        if (group.residual || !group.post_ops.empty() || !ready || anchor.op != "Conv" ||
+            !same(other) || !same(next.outputs[0])) {
+          break;
+        }
+        group.residual = other;
+        group.post_ops.push_back(PostOp{PostOpKind::AddResidual});
+        bias_done = true;
+        group.absorbed.push_back(next_index);
+        current = next.outputs[0];
+        continue;
+      }
+      // A bias along the channels only.
+      const std::vector<int64_t>* bias = static_sizes(c, other);
+      if (bias_done || bias == nullptr) break;
+      auto view = bias_view(anchor, out, *bias);
+      if (!view) break;
+      group.bias = other;
+      group.bias_sizes = *view;
+      bias_done = true;
+    } else if (auto post_op = activation(c, next)) {
+      group.post_ops.push_back(*post_op);
+      bias_done = true;
     } else {
       break;
     }

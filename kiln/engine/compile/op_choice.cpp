@@ -10,9 +10,7 @@ using runtime::ScalarType;
 using runtime::Status;
 using runtime::Tensor;
 
-Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node,
-                                                            const FusionGroup* group, Step& step,
-                                                            std::string& why) {
+cpu::OpDesc PlanBuilder::op_desc(const ir::Node& node) const {
   cpu::OpDesc desc;
   desc.op = node.op;
   desc.attributes = node.attributes;
@@ -21,11 +19,18 @@ Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node
   desc.small_ops_own_loops = options_.small_ops_own_loops;
   desc.proofs_recorded = options_.proofs_recorded;
   desc.avoid_generated_code = avoid_generated_code_;
+  return desc;
+}
+
+Result<std::unique_ptr<cpu::CpuOp>> PlanBuilder::try_cpu_op(const ir::Node& node,
+                                                            const FusionGroup* group, Step& step,
+                                                            std::string& why) {
+  cpu::OpDesc desc = op_desc(node);
   if (node.op == "Conv" && blocked_convs_ && !has_large_weights(node, impl_->slots)) {
     // (A Conv of large weights stays in the layout oneDNN prefers: see has_large_weights.)
     desc.activation_layout = cpu::ActivationLayout::Blocked;
-    desc.winograd = winograd_convs_ &&
-                    winograd_fit(node, impl_->slots, own_winograd_) == WinogradFit::Yes;
+    desc.winograd =
+        winograd_convs_ && winograd_fit(node, impl_->slots, own_winograd_) == WinogradFit::Yes;
   }
   std::vector<int> inputs = node.inputs;
   std::vector<const Tensor*> constants(inputs.size(), nullptr);

@@ -1,8 +1,9 @@
 #pragma once
 // Internal to kiln/engine/compile: the builder behind specialize() and specialize_generic().
-// Its work is in three files: specialize.cpp (the order of the phases, placement and the memory
-// plan), folding.cpp (constant folding and shapes the model left symbolic) and op_choice.cpp
-// (which op runs a node: oneDNN's, kiln's run-time-shape loops).
+// Its work is in four files: specialize.cpp (the order of the phases, placement and the memory
+// plan), folding.cpp (constant folding and shapes the model left symbolic), op_choice.cpp
+// (which op runs a node: oneDNN's, kiln's run-time-shape loops) and shaped_op_choice.cpp (a
+// shape-generic plan's ops made for each shape).
 
 #include <kiln/engine/compile/function_plan.h>
 
@@ -75,7 +76,9 @@ class PlanBuilder {
   /// (`matmul_reading_transposed`): not placed now; the MatMul tries that, else places it first.
   bool defer_to_matmul(size_t n);
 
-  // --- the op that runs a node (op_choice.cpp) ---
+  // --- the op that runs a node (op_choice.cpp, shaped_op_choice.cpp) ---
+  /// The desc of a CPU op for `node`: its op, attributes and the compile options.
+  cpu::OpDesc op_desc(const ir::Node& node) const;
   /// A oneDNN op (or kiln's loops behind cpu::CpuOp) for a node of known shapes, with the ops
   /// of `group` fused when given.
   runtime::Result<std::unique_ptr<cpu::CpuOp>> try_cpu_op(const ir::Node& node,
@@ -91,6 +94,15 @@ class PlanBuilder {
   /// An Add, Sub, Mul, Div, Where or Transpose of a shape-generic plan.
   runtime::Result<std::unique_ptr<cpu::RuntimeElementwise>> try_runtime_elementwise(
       size_t n, Step& step, std::string& why);
+  /// Whether a node of a shape-generic plan runs on a `ShapedOp` (kiln's loops made for each
+  /// shape): a 2-D Conv or ConvTranspose of constant weights, a pool, a Resize of constant
+  /// scales or sizes, a Concat; f32, on a CPU where kiln's loops run.
+  bool shaped_op_takes(const ir::Node& node);
+  /// Such a node (a Conv with its bias and activations fused) on a `ShapedOp`.
+  runtime::Result<std::unique_ptr<ShapedOp>> try_shaped_op(size_t n, Step& step, std::string& why);
+  /// Shape-generic plans: lets each `ShapedOp` step leave its result in a native layout when
+  /// every reader is one too and it is no function output.
+  void plan_shaped_layouts();
   /// Records that a step runs on `num_threads` intra-op threads (0: OpenMP's count).
   void note_threads(int num_threads);
 

@@ -127,6 +127,7 @@ Result<std::unique_ptr<CompiledFunctionImpl>> PlanBuilder::build(
     }
   }
   clock.phase("steps");
+  if (impl_->generic) plan_shaped_layouts();
   if (options_.propagate_layouts) KILN_RETURN_IF_ERROR(propagate_layouts(*impl_).status());
   clock.phase("layouts");
   KILN_RETURN_IF_ERROR(plan_memory());
@@ -295,6 +296,9 @@ Status PlanBuilder::place_node(size_t n) {
       if (node.op == "MatMul") {
         auto op = try_runtime_matmul(n, step, why);
         if (op.ok()) step.runtime_matmul = std::move(*op);
+      } else if (shaped_op_takes(node)) {
+        auto op = try_shaped_op(n, step, why);
+        if (op.ok()) step.shaped_op = std::move(*op);
       } else if (cpu::RuntimeRows::handles(node.op) && cpu::own_vector_loops()) {
         auto op = try_runtime_rows(n, step, why);
         if (op.ok()) step.runtime_rows = std::move(*op);
@@ -303,7 +307,7 @@ Status PlanBuilder::place_node(size_t n) {
         if (op.ok()) step.runtime_elementwise = std::move(*op);
       }
       if (step.runtime_matmul != nullptr || step.runtime_rows != nullptr ||
-          step.runtime_elementwise != nullptr) {
+          step.runtime_elementwise != nullptr || step.shaped_op != nullptr) {
         impl_->steps.push_back(std::move(step));
         return Status();
       }
@@ -314,6 +318,21 @@ Status PlanBuilder::place_node(size_t n) {
   step.placement.detail = why;
   impl_->steps.push_back(std::move(step));
   return Status();
+}
+
+void PlanBuilder::plan_shaped_layouts() {
+  std::vector<bool> plain(impl_->slots.size(), false);  // read by a step of another kind
+  for (int v : impl_->outputs) plain[static_cast<size_t>(v)] = true;
+  for (const Step& step : impl_->steps) {
+    if (step.shaped_op != nullptr) continue;
+    for (int v : step.inputs) {
+      if (v >= 0) plain[static_cast<size_t>(v)] = true;
+    }
+  }
+  for (Step& step : impl_->steps) {
+    if (step.shaped_op == nullptr || step.outputs.empty()) continue;
+    step.shaped_op->set_native_output(!plain[static_cast<size_t>(step.outputs[0])]);
+  }
 }
 
 uint64_t PlanBuilder::memory_limit() const {

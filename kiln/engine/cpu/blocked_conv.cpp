@@ -389,6 +389,38 @@ void from_blocked(const float* blocked, float* plain, int64_t n, int64_t c, int6
   }
 }
 
+}  // namespace kiln::engine::cpu::dnnl_impl
+
+namespace kiln::engine::cpu {
+
+std::optional<CpuOp::NativeLayout> hand_over_layout(HandOver layout,
+                                                    const std::vector<int64_t>& sizes) {
+  if (sizes.size() != 4) return std::nullopt;
+  return dnnl_impl::native_layout(
+      dnnl::memory::desc(dnnl_impl::to_dims(sizes), dnnl::memory::data_type::f32,
+                         layout == HandOver::Blocked16 ? dnnl::memory::format_tag::aBcd16b
+                                                       : dnnl::memory::format_tag::nhwc));
+}
+
+void hand_over_to_plain(HandOver layout, const float* from, float* plain,
+                        const std::vector<int64_t>& sizes) {
+  const int64_t n = sizes[0], c = sizes[1], hw = sizes[2] * sizes[3];
+  if (layout == HandOver::Blocked16) {
+    dnnl_impl::from_blocked(from, plain, n, c, hw);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t p = 0; p < hw; ++p) {
+      const float* pixel = from + (i * hw + p) * c;
+      for (int64_t ch = 0; ch < c; ++ch) plain[(i * c + ch) * hw + p] = pixel[ch];
+    }
+  }
+}
+
+}  // namespace kiln::engine::cpu
+
+namespace kiln::engine::cpu::dnnl_impl {
+
 Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc) {
   return PointwiseConvOp::create(desc);
 }

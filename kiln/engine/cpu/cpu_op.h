@@ -105,6 +105,10 @@ struct OpDesc {
   /// the direct convolution by more rounding (relative differences around 1e-5 instead of
   /// 1e-6), and weights 16/9 to 4 times as large. Default: false.
   bool winograd = false;
+  /// With `winograd` on kiln's loops: F(4x4, 3x3) tiles whatever the image size (which else
+  /// picks F(3x3, 3x3) for a few, 13 x 13 and 14 x 14 among them), so that a function meeting
+  /// many image sizes packs each weight once (a shape-generic plan's Convs). Default: false.
+  bool winograd_one_tile = false;
   /// Ops whose kernels oneDNN generates for each shape (0.1-0.5 ms each) run on kiln's loops,
   /// which generate none, wherever those take them, at some cost per run: a function that
   /// meets many shapes pays the generation at each. Compiled functions set it when expecting
@@ -292,6 +296,19 @@ class CpuOp {
  private:
   int run_threads_ = 0;  ///< Set by `create`.
 };
+
+/// The native layouts in which a shape-generic plan hands 4-D f32 values over between the ops
+/// it makes for each shape (`compile::ShapedOp`): oneDNN's blocked nChw16c (aBcd16b: channels
+/// padded to 16, padding lanes zero; kiln's Conv, pool and Resize loops) and nhwc (kiln's
+/// ConvTranspose loops' output).
+enum class HandOver { Blocked16, Nhwc };
+/// The `CpuOp::NativeLayout` (the id ops compare, the bytes) of a 4-D f32 tensor of plain NCHW
+/// `sizes` in `layout`; nullopt for another rank.
+std::optional<CpuOp::NativeLayout> hand_over_layout(HandOver layout,
+                                                    const std::vector<int64_t>& sizes);
+/// Writes the plain NCHW tensor of `sizes` (4-D f32) from its bytes in `layout`.
+void hand_over_to_plain(HandOver layout, const float* from, float* plain,
+                        const std::vector<int64_t>& sizes);
 
 /// The kernel provider, its version and the instruction set it generates code for, e.g.
 /// "oneDNN 2.6.3 (hash) AVX2": part of the engine version that cache keys record, since packed

@@ -150,7 +150,8 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
   // code at load. So do its Winograd loops, for a Conv given to Winograd (own_winograd).
   if (loops && desc.small_ops_own_loops) {
     if (own_winograd(desc)) {
-      auto winograd = create_winograd_conv(desc);
+      auto winograd = create_winograd_conv(
+          desc, desc.winograd_one_tile ? WinogradTile::F4x4 : WinogradTile::Auto);
       if (winograd.ok() || winograd.error() != Error::NotSupported) return winograd;
     }
     auto image = create_image_conv(desc);

@@ -1,6 +1,7 @@
 #include <kiln/engine/loader/bound_function.h>
 
 #include <kiln/engine/cache/entry_format.h>
+#include <kiln/engine/cpu/cpu_op.h>
 
 #include <map>
 #include <set>
@@ -23,10 +24,16 @@ uint64_t plan_fingerprint(const compile::CompiledFunction& function) {
 // Ops whose reference kernels are far slower than their oneDNN ones and that oneDNN has no
 // run-time-shape form of: a shape-generic plan would run them 10-50x slower (OCR detection:
 // 40x), so a function holding one keeps its per-shape plans even with expect_frequent_reshapes.
-bool needs_per_shape_kernels(const ir::Graph& graph) {
+// With `shaped_convs`, 2-D Convs and ConvTransposes of a weight run on kiln's loops made for
+// each shape (`compile::ShapedOp`), so only the recurrent ops and the other Convs count.
+bool needs_per_shape_kernels(const ir::Graph& graph, bool shaped_convs) {
   static const std::set<std::string> kOps = {"Conv", "ConvTranspose", "LSTM", "GRU", "RNN"};
   for (const ir::Node& node : graph.nodes) {
-    if (kOps.count(node.op) != 0) return true;
+    if (kOps.count(node.op) == 0) continue;
+    if (!shaped_convs || (node.op != "Conv" && node.op != "ConvTranspose")) return true;
+    const int w = node.inputs.size() > 1 ? node.inputs[1] : -1;
+    const ir::Value* weight = w >= 0 ? &graph.values[static_cast<size_t>(w)] : nullptr;
+    if (weight == nullptr || weight->weight < 0 || weight->type.shape.size() != 4) return true;
   }
   return false;
 }
@@ -59,8 +66,9 @@ bool has_static_inputs(const ir::Graph& graph) {
 }
 
 // Whether a function gets a shape-generic plan when expect_frequent_reshapes is set.
-bool has_generic_plan(const ir::Graph& graph) {
-  return !has_static_inputs(graph) && !needs_per_shape_kernels(graph);
+bool has_generic_plan(const ir::Graph& graph, bool frequent_reshapes) {
+  return !has_static_inputs(graph) &&
+         !needs_per_shape_kernels(graph, frequent_reshapes && cpu::own_vector_loops());
 }
 
 bool generic_plan_runs_fast(const compile::CompiledFunction& plan, const ir::Graph& graph) {

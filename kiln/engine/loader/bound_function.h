@@ -65,8 +65,9 @@ bool has_static_inputs(const ir::Graph& graph);
 
 /// Whether `graph` has a shape-generic plan (`compile::specialize_generic`): symbolic inputs
 /// and no op whose reference kernel is far slower than its oneDNN one without a run-time-shape
-/// form (Conv, ConvTranspose, LSTM, GRU, RNN).
-bool has_generic_plan(const ir::Graph& graph);
+/// form (LSTM, GRU, RNN; Conv and ConvTranspose too, unless `frequent_reshapes` on a CPU where
+/// kiln's loops run, which take 2-D ones of a weight for any shape: `compile::ShapedOp`).
+bool has_generic_plan(const ir::Graph& graph, bool frequent_reshapes);
 
 /// Whether `plan`, the shape-generic plan of `graph`, does its work on kiln's run-time loops:
 /// every step left on a reference kernel moves or indexes data (Shape, Gather, Reshape,

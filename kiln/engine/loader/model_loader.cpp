@@ -115,7 +115,8 @@ Result<Session> LoadedModel::bind(std::string_view function,
   // bound under no shapes, for every shape.
   // Without it, one plan per shape, within the bounds of shape_entry.
   const ir::Graph* graph = model_.find_function(function);
-  const bool has_generic = graph != nullptr && has_generic_plan(*graph);
+  const bool has_generic =
+      graph != nullptr && has_generic_plan(*graph, options_.expect_frequent_reshapes);
   const bool all_generic = options_.expect_frequent_reshapes && has_generic;
   Key key{std::string(function), all_generic ? std::vector<std::vector<int64_t>>{} : input_sizes};
   std::shared_ptr<BoundFunction> bound =
@@ -186,7 +187,7 @@ Status LoadedModel::prepare(std::string_view function) {
     return Status(runtime::Error::NotFound,
                   "prepare function '" + std::string(function) + "': no such function");
   }
-  if (!options_.expect_frequent_reshapes || !has_generic_plan(*graph)) return Status();
+  if (!options_.expect_frequent_reshapes || !has_generic_plan(*graph, true)) return Status();
   std::shared_ptr<BoundFunction> bound = entry(Key{std::string(function), {}}, true);
   return build(*bound).status();
 }
@@ -246,10 +247,10 @@ namespace {
 // in the pieces' layout; 24: ConvTransposes of few values a pixel on kiln's loops; 25: a
 // decoder's streaming MatMuls read B as oneDNN's blocked MatMul packs it, on AVX-512; 26:
 // shape-generic MatMuls on kiln's AVX-512 loops; 27: Transposes on kiln's loops; 28: the build
-// fingerprint joins the version), so that entries of older plans are not adopted. The build
+// fingerprint joins the version; 29: shape-generic plans of Conv networks), so that entries of older plans are not adopted. The build
 // fingerprint beside it changes with any change of the code, so a plan change that forgets
 // this number still never adopts an older build's entries.
-constexpr char kEngineVersion[] = "kiln-engine 28";
+constexpr char kEngineVersion[] = "kiln-engine 29";
 
 // Builds the functions of `records` named in `names` (bound lazily from a hit) now. A build
 // that fails is left for the function's first use, which reports it (as without this).
@@ -277,8 +278,8 @@ bool same_functions(const std::vector<artifact::FunctionRecord>& records,
 }  // namespace
 
 std::string engine_version() {
-  return std::string(kEngineVersion) + " build " + std::string(engine_build_fingerprint()) +
-         " / " + cpu::provider_version();
+  return std::string(kEngineVersion) + " build " + std::string(engine_build_fingerprint()) + " / " +
+         cpu::provider_version();
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelLoader::load(

@@ -120,7 +120,8 @@ struct LoadReport {
 /// nothing per new shape.
 inline constexpr size_t kShapePlansBeforeGeneric = 4;
 /// How many per-shape plans a loaded model keeps for a function of symbolic inputs without a
-/// shape-generic plan (a Conv, ConvTranspose, LSTM, GRU or RNN): beyond, the least recently used
+/// shape-generic plan (an LSTM, GRU or RNN; a Conv or ConvTranspose without
+/// `expect_frequent_reshapes`): beyond, the least recently used
 /// is let go (see `LoadedModel::bind`). Trade-off: a process cycling through more shapes than
 /// this builds plans again (an OCR detector: about 5 ms a call, oneDNN's kernels coming from its
 /// primitive cache); more keep more memory (each plan holds its kernels and packings; their
@@ -167,10 +168,11 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   /// plans and, where it can, stops compiling per call.
   ///
   /// With `expect_frequent_reshapes`
-  /// in the options, a function of symbolic inputs without a Conv, ConvTranspose, LSTM, GRU or
-  /// RNN (kept per shape: no run-time-shape kernels) has one shape-generic plan for every shape
-  /// (`compile::specialize_generic`), built on its first bind (or by `prepare`): binding a new
-  /// shape then builds nothing, and only checks that the shape fits the input types. A function
+  /// in the options, a function of symbolic inputs without an LSTM, GRU or RNN (kept per shape:
+  /// no run-time-shape kernels; nor a Conv or ConvTranspose but 2-D ones of a weight, and those
+  /// only where kiln's loops run: `compile::ShapedOp`) has one shape-generic plan for every
+  /// shape (`compile::specialize_generic`), built on its first bind (or by `prepare`): binding a
+  /// new shape then builds nothing, and only checks that the shape fits the input types. A function
   /// and shapes recorded
   /// in the cache entry the load adopted (a hit) is bound lazily: the session is returned at
   /// once and the function is built on its first use, from the adopted packed weights (nothing
@@ -193,8 +195,8 @@ class LoadedModel : public std::enable_shared_from_this<LoadedModel> {
   runtime::Result<Session> bind(std::string_view function,
                                 const std::vector<std::vector<int64_t>>& input_sizes);
 
-  /// With `expect_frequent_reshapes` in the options and `function` of symbolic inputs (and no
-  /// Conv, ConvTranspose, LSTM, GRU or RNN): builds
+  /// With `expect_frequent_reshapes` in the options and `function` of symbolic inputs (with a
+  /// shape-generic plan: see `bind`): builds
   /// the function's shape-generic plan now (`compile::specialize_generic`), the one every
   /// `bind` of it then shares whatever the shapes, so no call pays for building it. Otherwise
   /// does nothing. Errors: NotFound for an unknown function; as `compile::specialize_generic`.

@@ -235,6 +235,21 @@ TEST(WinogradConv, TakesFourByFourTilesWhereTheyWasteLittle) {
   }
 }
 
+// OpDesc::winograd_one_tile (a shape-generic plan's Convs): 4 x 4 tiles at 14 x 14 too, so
+// that every image size reads one packing of the weights.
+TEST(WinogradConv, OneTileForEveryImageSizeWhenAsked) {
+  uint32_t seed = 7650;
+  for (bool one_tile : {false, true}) {
+    SCOPED_TRACE(one_tile ? "one tile" : "the loops' choice");
+    WinogradCase w({1, 32, 32, 14, 14}, true, {{PostOpKind::Relu}}, 1, seed);
+    w.c.desc.winograd = true;
+    w.c.desc.winograd_one_tile = one_tile;
+    expect_winograd_near(w.c.run(), w.expected, w.magnitude);
+    EXPECT_NE(w.c.description.find(one_tile ? "F(4x4, 3x3)" : "F(3x3, 3x3)"), std::string::npos)
+        << w.c.description;
+  }
+}
+
 // A residual of another shape than the output's is refused, naming both.
 TEST(WinogradConv, RefusesAResidualOfAnotherShape) {
   uint32_t seed = 7900;

@@ -591,22 +591,74 @@ TEST(ModelLoader, FrequentReshapesShareOneGenericPlanForEveryShape) {
 
 // A function with a Conv keeps its per-shape plans even with expect_frequent_reshapes: its
 // reference kernel would run it many times slower than oneDNN.
-TEST(ModelLoader, FrequentReshapesKeepPerShapePlansForConvs) {
+TEST(ModelLoader, FrequentReshapesRunConvsOnOneGenericPlan) {
+  // With kiln's loops (AVX-512, or forced for tests), one shape-generic plan whose Convs run on
+  // ops made for each shape (compile::ShapedOp); without them, per-shape plans.
   ir::Model model = conv_residual_model(ir::Dim::symbol("n"));
   SpecializationOptions options = cpu_only();
   options.expect_frequent_reshapes = true;
   auto loaded = ModelLoader::load(model, options);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   ASSERT_TRUE((*loaded)->prepare("main").ok());
-  EXPECT_EQ((*loaded)->num_built(), 0u);
-  for (int64_t batch : {1, 3}) expect_runs_like_reference(**loaded, model, batch);
-  EXPECT_EQ((*loaded)->num_built(), 2u);
+  const bool generic = cpu::own_vector_loops();
+  EXPECT_EQ((*loaded)->num_built(), generic ? 1u : 0u);
+  for (int64_t batch : {1, 3, 2}) expect_runs_like_reference(**loaded, model, batch);
+  EXPECT_EQ((*loaded)->num_built(), generic ? 1u : 3u);
   for (const auto& function : (*loaded)->placement()) {
-    EXPECT_FALSE(function.input_sizes.empty());
+    EXPECT_EQ(function.input_sizes.empty(), generic);
     for (const auto& step : function.steps) {
+      // Both chains fused (the residual's declared shape is the Conv's), nothing left on the
+      // reference kernels.
       EXPECT_THAT(step.device, ::testing::AnyOf("cpu:onednn", "cpu:kiln")) << step.node;
+      EXPECT_EQ(step.op, "Conv") << step.node;
     }
   }
+}
+
+// With kiln's loops: the shape-generic plan of a Winograd Conv network packs its weights at
+// the build (one F(4x4, 3x3) packing for every image size) and stores them; a warm process
+// adopts them and packs nothing at any image size, 13 x 13 and 14 x 14 included (where a
+// per-shape plan takes F(3x3, 3x3) tiles).
+TEST(ModelLoader, AGenericConvPlanPacksItsWeightsOnceForEveryImageSize) {
+  if (!cpu::own_vector_loops()) GTEST_SKIP() << "kiln's loops do not run on this CPU";
+  ModelBuilder b(41);
+  ir::Dim h = ir::Dim::symbol("h"), w = ir::Dim::symbol("w");
+  int x = b.input("x", {1, 16, h, w});
+  int w1 = b.weight("w1", {16, 16, 3, 3}, 0.2f);
+  int w2 = b.weight("w2", {16, 16, 3, 3}, 0.2f);
+  int c1 = b.value("c1", {1, 16, h, w}), r1 = b.value("r1", {1, 16, h, w});
+  int y = b.value("y", {1, 16, h, w});
+  std::vector<ir::Attribute> conv = {ints("pads", {1, 1, 1, 1}), ints("kernel_shape", {3, 3})};
+  b.node("Conv", {x, w1}, {c1}, conv);
+  b.node("Relu", {c1}, {r1});
+  b.node("Conv", {r1, w2}, {y}, conv);
+  b.output(y);
+  const ir::Model model = b.build();
+  SpecializationOptions reshapes = cpu_only();
+  reshapes.expect_frequent_reshapes = true;
+  TempDir dir("generic_conv");
+  const std::vector<std::vector<int64_t>> images = {{20, 12}, {13, 13}, {14, 14}, {5, 30}};
+  {
+    cache::ModelCache cache(dir.path.string());
+    auto cold = ModelLoader::load(model, reshapes, &cache);
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    ASSERT_TRUE((*cold)->prepare("main").ok());
+    EXPECT_EQ((*cold)->packed_constants().num_packed(), 2u);
+    for (const auto& hw : images) {
+      expect_binds_like_reference(**cold, model, {1, 16, hw[0], hw[1]}, 3);
+    }
+    EXPECT_EQ((*cold)->packed_constants().num_packed(), 2u);
+    EXPECT_EQ((*cold)->num_built(), 1u);
+  }
+  cache::ModelCache cache(dir.path.string());
+  auto warm = ModelLoader::load(model, reshapes, &cache);
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  ASSERT_TRUE((*warm)->prepare("main").ok());
+  EXPECT_EQ((*warm)->shape_cache_hits(), 1u);
+  for (const auto& hw : images) {
+    expect_binds_like_reference(**warm, model, {1, 16, hw[0], hw[1]}, 4);
+  }
+  EXPECT_EQ((*warm)->packed_constants().num_packed(), 0u);  // adopted, for every image size
 }
 
 }  // namespace
