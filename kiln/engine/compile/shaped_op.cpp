@@ -158,7 +158,17 @@ Result<ShapedOp::Made*> ShapedOp::made_for(CompiledFunctionImpl& impl, Step& ste
   auto out = rule_shapes(node_, node_sizes, constant);
   Status status;
   if (!out || out->size() < step.outputs.size()) {
-    status = Status(Error::NotSupported, "no shape rule");
+    // The sizes do not fit the node (the rules check what they compute from); the reference
+    // kernel, when the step has one, says exactly why.
+    std::string shapes;
+    for (const auto& sizes : node_sizes) {
+      shapes += (shapes.empty() ? "" : ", ") +
+                (sizes ? runtime::shape_to_string(*sizes) : std::string("(absent)"));
+    }
+    status = Status(fallback_ != nullptr ? Error::NotSupported : Error::InvalidArgument,
+                    "inputs of shapes " + shapes +
+                        ": no output shape follows from them (expected shapes that fit the " +
+                        node_.op + "'s weights and attributes)");
   } else {
     made->out_sizes.assign(out->begin(),
                            out->begin() + static_cast<ptrdiff_t>(step.outputs.size()));

@@ -132,5 +132,33 @@ TEST(GenericConvPlan, AnImageTheModelRejectsIsAnErrorNamingTheShapes) {
   expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 5e-5);
 }
 
+TEST(GenericConvPlan, AnInputOfOtherChannelsThanTheWeightsIsAnErrorNamingBoth) {
+  if (!cpu::own_vector_loops()) GTEST_SKIP() << "kiln's loops do not run on this CPU";
+  ModelBuilder b(5);
+  ir::Dim c = ir::Dim::symbol("c"), h = ir::Dim::symbol("h");
+  int x = b.input("x", {1, c, h, h});
+  int w = b.weight("w", {16, 16, 3, 3});
+  int y = b.value("y", {1, 16, ir::Dim::symbol(""), ir::Dim::symbol("")});
+  b.node("Conv", {x, w}, {y}, {ints("kernel_shape", {3, 3})});
+  b.output(y);
+  ir::Model model = b.build();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  std::vector<Buffer> inputs;
+  inputs.push_back(random_input(ScalarType::Float32, {1, 8, 10, 10}, 1));
+  std::vector<Buffer> outputs = output_buffers(**compiled);
+  Status status = run(**compiled, inputs, outputs);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), Error::InvalidArgument) << status.to_string();
+  EXPECT_THAT(status.message(), HasSubstr("Conv_0"));
+  EXPECT_THAT(status.message(), HasSubstr("[1, 8, 10, 10]"));
+  EXPECT_THAT(status.message(), HasSubstr("[16, 16, 3, 3]"));
+  // Its own channels run.
+  inputs[0] = random_input(ScalarType::Float32, {1, 16, 10, 10}, 2);
+  ASSERT_TRUE(run(**compiled, inputs, outputs).ok());
+  std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
+  expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 5e-5);
+}
+
 }  // namespace
 }  // namespace kiln::engine
