@@ -44,7 +44,9 @@ ShapedOp::ShapedOp(cpu::OpDesc desc, const ir::Node& node, std::vector<int> desc
 
 ShapedOp::~ShapedOp() = default;
 
-void ShapedOp::set_fallback(std::unique_ptr<Step> fallback) { fallback_ = std::move(fallback); }
+void ShapedOp::set_fallback(std::vector<std::unique_ptr<Step>> fallback) {
+  fallback_ = std::move(fallback);
+}
 
 Status ShapedOp::probe(const std::vector<int64_t>& probe) {
   cpu::OpDesc desc = desc_;
@@ -68,7 +70,11 @@ Status ShapedOp::probe(const std::vector<int64_t>& probe) {
   for (size_t i = 1; i < desc.inputs.size(); ++i) {
     if (desc.constants[i] == nullptr && desc.inputs_present[i]) desc.inputs[i].sizes = (*out)[0];
   }
-  auto op = cpu::CpuOp::create(desc);  // no output sizes: the op's own
+  // The rule's output shape: an op that computes another (a rule and a kernel that disagree)
+  // is refused now, and the node runs on its reference kernel.
+  desc.output_sizes = {(*out)[0]};
+  desc.num_outputs = 1;
+  auto op = cpu::CpuOp::create(desc);
   if (!op.ok()) return op.status();
   probe_describe_ = (*op)->describe();
   probe_provider_ = (*op)->provider();
@@ -165,7 +171,7 @@ Result<ShapedOp::Made*> ShapedOp::made_for(CompiledFunctionImpl& impl, Step& ste
       shapes += (shapes.empty() ? "" : ", ") +
                 (sizes ? runtime::shape_to_string(*sizes) : std::string("(absent)"));
     }
-    status = Status(fallback_ != nullptr ? Error::NotSupported : Error::InvalidArgument,
+    status = Status(Error::InvalidArgument,
                     "inputs of shapes " + shapes +
                         ": no output shape follows from them (expected shapes that fit the " +
                         node_.op + "'s weights and attributes)");
@@ -192,7 +198,7 @@ Result<ShapedOp::Made*> ShapedOp::made_for(CompiledFunctionImpl& impl, Step& ste
   }
   if (made->op != nullptr) {
     KILN_RETURN_IF_ERROR(settle_layouts(*made));
-  } else if (fallback_ == nullptr || status.code() != Error::NotSupported) {
+  } else if (fallback_.empty()) {
     return status;
   }
   if (made_.size() >= kShapesKept) made_.pop_back();
@@ -222,7 +228,7 @@ Status ShapedOp::run(CompiledFunctionImpl& impl, Step& step) {
     views_.emplace_back(t.dtype(), made->in_sizes[i], plain_[i].data());
     inputs_[i] = &views_.back();
   }
-  if (made->op == nullptr) return run_fallback(impl, *made);
+  if (made->op == nullptr) return run_fallback(impl, step, *made);
 
   outputs_.clear();
   for (size_t k = 0; k < step.outputs.size(); ++k) {
@@ -243,21 +249,36 @@ Status ShapedOp::run(CompiledFunctionImpl& impl, Step& step) {
                 Span<Tensor*>(outputs_.data(), outputs_.size()));
 }
 
-Status ShapedOp::run_fallback(CompiledFunctionImpl& impl, Made& made) {
-  Step& ref = *fallback_;
-  // The reference kernel reads plain tensors: natively held inputs through plain copies.
+Status ShapedOp::run_fallback(CompiledFunctionImpl& impl, Step& step, Made& made) {
+  // The reference kernels read plain tensors: natively held inputs through their plain copies
+  // (made by `run`), wherever a step of the chain reads them.
   std::vector<EValue> plain;
   plain.reserve(made.convert.size());
-  std::vector<EValue*> saved = ref.ref_inputs;
-  for (size_t i = 0; i < made.convert.size() && i < ref.ref_inputs.size(); ++i) {
-    if (!made.convert[i]) continue;
+  std::vector<std::pair<const EValue*, EValue*>> swaps;
+  for (size_t i = 0; i < made.convert.size() && i < step.inputs.size(); ++i) {
+    if (!made.convert[i] || step.inputs[i] < 0) continue;
     plain.emplace_back(Tensor(desc_.inputs[i].dtype, made.in_sizes[i], plain_[i].data()));
-    ref.ref_inputs[i] = &plain.back();
+    swaps.emplace_back(&impl.slots[static_cast<size_t>(step.inputs[i])]->value, &plain.back());
   }
-  for (int v : ref.outputs) impl.slots[static_cast<size_t>(v)]->held.reset();
-  Status status = run_step(impl, ref);
-  ref.ref_inputs = saved;
-  return status;
+  for (const auto& reference : fallback_) {
+    std::vector<EValue*> saved = reference->ref_inputs;
+    for (EValue*& input : reference->ref_inputs) {
+      for (const auto& [from, to] : swaps) {
+        if (input == from) input = to;
+      }
+    }
+    for (int v : reference->outputs) impl.slots[static_cast<size_t>(v)]->held.reset();
+    // (The step's own error names the anchor; a node fused after it is named here.)
+    Status status = reference->kernel(*reference->context, reference->ref_inputs,
+                                      reference->ref_outputs, reference->attributes);
+    if (!status.ok() && reference != fallback_.front()) {
+      status = status.with_context("run node '" + reference->placement.node + "' (" +
+                                   reference->placement.op + "), fused into it");
+    }
+    reference->ref_inputs = std::move(saved);
+    KILN_RETURN_IF_ERROR(status);
+  }
+  return Status();
 }
 
 }  // namespace kiln::engine::compile

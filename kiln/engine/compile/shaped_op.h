@@ -30,9 +30,10 @@ struct Step;
 /// (the plan says so: `native_output`); a reader whose op for its shape reads another layout
 /// converts the value to plain first. Every other step sees plain tensors.
 ///
-/// A node the op made for a shape does not take (NotSupported) runs that shape on its
-/// reference kernel when the step has one (`fallback`): pools, Resize, Concat. A fused Conv
-/// has none: what its op refuses is the call's error.
+/// Shapes no op is made for (sizes that fit no output shape, or an op that refuses them: a
+/// kernel larger than the padded image, a residual that broadcasts) run on the reference
+/// kernels of the node and of the nodes fused after it (`fallback`), which compute them or
+/// report exactly what does not fit.
 class ShapedOp {
  public:
   static constexpr size_t kShapesKept = 8;
@@ -56,8 +57,9 @@ class ShapedOp {
   /// Whether the result may be left in a native layout (see the constructor).
   void set_native_output(bool native) { native_output_ = native; }
 
-  /// The reference kernel's step for shapes no op takes (null: none).
-  void set_fallback(std::unique_ptr<Step> fallback);
+  /// The reference kernels' steps, in order, for shapes no op takes (empty: none; the op's
+  /// error is then the call's).
+  void set_fallback(std::vector<std::unique_ptr<Step>> fallback);
 
   /// Runs the step: `step.inputs` (slots, in the desc's order) into `step.outputs`.
   runtime::Status run(CompiledFunctionImpl& impl, Step& step);
@@ -73,14 +75,14 @@ class ShapedOp {
   struct Made;
   runtime::Result<Made*> made_for(CompiledFunctionImpl& impl, Step& step);
   runtime::Status settle_layouts(Made& made);
-  runtime::Status run_fallback(CompiledFunctionImpl& impl, Made& made);
+  runtime::Status run_fallback(CompiledFunctionImpl& impl, Step& step, Made& made);
 
   cpu::OpDesc desc_;
   const ir::Node& node_;
   std::vector<int> desc_input_of_;
   bool native_output_;
   std::vector<std::unique_ptr<Made>> made_;  ///< Most recent first.
-  std::unique_ptr<Step> fallback_;
+  std::vector<std::unique_ptr<Step>> fallback_;
   std::string probe_describe_, probe_provider_ = "kiln";
   uint64_t ops_made_ = 0;
   /// Plain copies of natively held inputs an op reads plain (per desc input).

@@ -144,8 +144,8 @@ Result<std::unique_ptr<ShapedOp>> PlanBuilder::try_shaped_op(size_t n, Step& ste
     }
     probe = {1, node.op == "Conv" ? w[1] * groups : w[0], extent, extent};
   }
-  // The weights are checked now (the ops made at run time pack them without checking again).
-  KILN_RETURN_IF_ERROR(verify_inputs(node));
+  // The weights are checked now (the ops made at run time pack them without checking again),
+  // with the fallback's (below).
   const std::vector<int> outputs = group ? std::vector<int>{group->output} : read_outputs(node);
   desc.num_outputs = static_cast<int>(outputs.size());
   auto op = std::make_unique<ShapedOp>(std::move(desc), node, std::move(desc_input_of), false);
@@ -156,11 +156,23 @@ Result<std::unique_ptr<ShapedOp>> PlanBuilder::try_shaped_op(size_t n, Step& ste
       return made;
     }
   }
-  if (!conv) {
-    KILN_ASSIGN_OR_RETURN(Step fallback,
-                          make_reference_step(*impl_, node, weights_, outputs_of(node)));
-    op->set_fallback(std::make_unique<Step>(std::move(fallback)));
+  // The reference kernels of the node and of what is fused after it, for the calls no op
+  // takes: the values between them (fused away otherwise) get run-time storage.
+  std::vector<std::unique_ptr<Step>> fallback;
+  std::vector<size_t> chain = {n};
+  if (group) chain.insert(chain.end(), group->absorbed.begin(), group->absorbed.end());
+  for (size_t c : chain) {
+    const ir::Node& member = graph_.nodes[c];
+    KILN_RETURN_IF_ERROR(verify_inputs(member));
+    std::vector<int> member_outputs = outputs_of(member);
+    for (int v : member_outputs) {
+      if (v != outputs[0] && slot(v).kind != Slot::Kind::Dynamic) make_dynamic(slot(v));
+    }
+    KILN_ASSIGN_OR_RETURN(Step reference,
+                          make_reference_step(*impl_, member, weights_, member_outputs));
+    fallback.push_back(std::make_unique<Step>(std::move(reference)));
   }
+  op->set_fallback(std::move(fallback));
   note_threads(options_.num_threads);
   step.inputs = inputs;
   step.outputs = outputs;

@@ -132,6 +132,7 @@ TEST(GenericConvPlan, AnImageTheModelRejectsIsAnErrorNamingTheShapes) {
   expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 5e-5);
 }
 
+// The call's shapes fit no op: the reference kernel says why.
 TEST(GenericConvPlan, AnInputOfOtherChannelsThanTheWeightsIsAnErrorNamingBoth) {
   if (!cpu::own_vector_loops()) GTEST_SKIP() << "kiln's loops do not run on this CPU";
   ModelBuilder b(5);
@@ -158,6 +159,84 @@ TEST(GenericConvPlan, AnInputOfOtherChannelsThanTheWeightsIsAnErrorNamingBoth) {
   ASSERT_TRUE(run(**compiled, inputs, outputs).ok());
   std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
   expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 5e-5);
+}
+
+// A fused Conv (bias, Relu) over images down to its kernel's size matches the reference; an
+// image smaller than the kernel is an error naming the node and the shape, and the plan runs on.
+TEST(GenericConvPlan, AFusedConvRunsEveryImageItsKernelFits) {
+  if (!cpu::own_vector_loops()) GTEST_SKIP() << "kiln's loops do not run on this CPU";
+  ModelBuilder b(6);
+  ir::Dim h = ir::Dim::symbol("h"), any = ir::Dim::symbol("");
+  int x = b.input("x", {1, 16, h, h});
+  int w = b.weight("w", {16, 16, 3, 3}, 0.2f);
+  int bias = b.weight("bias", {1, 16, 1, 1});
+  int c = b.value("c", {1, 16, any, any}), a = b.value("a", {1, 16, any, any});
+  int y = b.value("y", {1, 16, any, any});
+  b.node("Conv", {x, w}, {c}, {ints("kernel_shape", {3, 3})});
+  b.node("Add", {c, bias}, {a});
+  b.node("Relu", {a}, {y});
+  b.output(y);
+  ir::Model model = b.build();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  ASSERT_EQ((*compiled)->placement().size(), 1u);
+  EXPECT_THAT((*compiled)->placement()[0].fused, ElementsAre("Add_1 (Add)", "Relu_2 (Relu)"));
+  for (int64_t size : {9, 3, 2, 4}) {
+    SCOPED_TRACE("image " + std::to_string(size));
+    std::vector<Buffer> inputs;
+    inputs.push_back(random_input(ScalarType::Float32, {1, 16, size, size}, 8));
+    std::vector<Buffer> outputs = output_buffers(**compiled);
+    Status status = run(**compiled, inputs, outputs);
+    if (size == 2) {
+      EXPECT_EQ(status.code(), Error::InvalidArgument) << status.to_string();
+      EXPECT_THAT(status.message(), HasSubstr("Conv_0"));
+      EXPECT_THAT(status.message(), HasSubstr("[1, 16, 2, 2]"));
+      continue;
+    }
+    ASSERT_TRUE(status.ok()) << status.to_string();
+    std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
+    expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 5e-5);
+  }
+}
+
+// A residual the model declares of the Conv's shape is fused; where a call's residual turns out
+// to broadcast instead (a package's types are not trusted), the op refuses it and the Conv, the
+// Add and the Relu run on their reference kernels, with the intermediate values in run-time
+// storage: the same results.
+TEST(GenericConvPlan, AResidualThatBroadcastsAtRunTimeRunsOnTheReferenceKernels) {
+  if (!cpu::own_vector_loops()) GTEST_SKIP() << "kiln's loops do not run on this CPU";
+  ModelBuilder b(9);
+  ir::Dim h = ir::Dim::symbol("h");
+  int x = b.input("x", {1, 16, h, h});
+  int w = b.weight("w", {16, 16, 3, 3}, 0.2f);
+  int axes = b.int_weight("axes", {2, 3});
+  int m = b.value("m", {1, 16, h, h});  // declared so, computed [1, 16, 1, 1]
+  int c = b.value("c", {1, 16, h, h}), s = b.value("s", {1, 16, h, h});
+  int y = b.value("y", {1, 16, h, h});
+  b.node("ReduceMean", {x, axes}, {m});
+  b.node("Conv", {x, w}, {c}, {ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})});
+  b.node("Add", {c, m}, {s});
+  b.node("Relu", {s}, {y});
+  b.output(y);
+  ir::Model model = b.build();
+  auto compiled = compile::specialize_generic(model, "main", cpu_only());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  const compile::PlacementEntry* conv = nullptr;
+  for (const auto& entry : (*compiled)->placement()) {
+    if (entry.node == "Conv_1") conv = &entry;
+  }
+  ASSERT_NE(conv, nullptr);
+  EXPECT_THAT(conv->fused, ElementsAre("Add_2 (Add)", "Relu_3 (Relu)"));
+  for (int64_t size : {6, 11}) {
+    SCOPED_TRACE("image " + std::to_string(size));
+    std::vector<Buffer> inputs;
+    inputs.push_back(random_input(ScalarType::Float32, {1, 16, size, size}, 10));
+    std::vector<Buffer> outputs = output_buffers(**compiled);
+    Status status = run(**compiled, inputs, outputs);
+    ASSERT_TRUE(status.ok()) << status.to_string();
+    std::vector<Buffer> expected = interpret(model, {&inputs[0].tensor});
+    expect_close(outputs[0].tensor, expected[0].tensor, 1e-4, 5e-5);
+  }
 }
 
 }  // namespace
