@@ -57,8 +57,21 @@ bool PlanBuilder::shaped_op_takes(const ir::Node& node) {
                        [&](int v) { return v < 0 || slot(v).kind == Slot::Kind::Constant; });
   }
   if (node.op == "Add" || node.op == "Mul") {
-    // Of two computed 4-D values (a feature pyramid's sums): kiln's loops add same-shape
-    // nChw16c values as they are, where the run-time element-wise loops read plain ones.
+    // Of two computed 4-D values, one made by a Conv, pool, Resize or Concat (a feature
+    // pyramid's sums): kiln's loops add same-shape nChw16c values as they are, where the
+    // run-time element-wise loops read plain ones. (Elsewhere, an attention's scores and mask
+    // say, those loops broadcast at each call without an op made per shape.)
+    auto from_image_op = [&](int v) {
+      const int p = v >= 0 ? producer_[static_cast<size_t>(v)] : -1;
+      if (p < 0) return false;
+      const std::string& op = graph_.nodes[static_cast<size_t>(p)].op;
+      return op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" ||
+             op == "Resize" || op == "Concat" || op == "Relu" || op == "Clip" || op == "Sigmoid";
+    };
+    if (node.inputs.size() != 2 ||
+        (!from_image_op(node.inputs[0]) && !from_image_op(node.inputs[1]))) {
+      return false;
+    }
     auto computed_4d = [&](int v) {
       const ir::TensorType& type = graph_.values[static_cast<size_t>(v)].type;
       return v >= 0 && slot(v).kind != Slot::Kind::Constant &&
