@@ -56,26 +56,27 @@ bool PlanBuilder::shaped_op_takes(const ir::Node& node) {
     return std::all_of(node.inputs.begin() + 1, node.inputs.end(),
                        [&](int v) { return v < 0 || slot(v).kind == Slot::Kind::Constant; });
   }
+  // An Add, Mul or Concat reading a Conv's, pool's, Resize's or Concat's result (a feature
+  // pyramid's sums and concatenation): kiln's loops take same-shape nChw16c values as they
+  // are, where the run-time element-wise loops and reference Concat read plain ones.
+  // (Elsewhere, an attention's scores and mask or a decoder's past keys say, those broadcast or
+  // copy at each call without an op made per shape.)
+  auto from_image_op = [&](int v) {
+    const int p = v >= 0 ? producer_[static_cast<size_t>(v)] : -1;
+    if (p < 0) return false;
+    const std::string& op = graph_.nodes[static_cast<size_t>(p)].op;
+    return op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" ||
+           op == "Resize" || op == "Concat" || op == "Relu" || op == "Clip" || op == "Sigmoid";
+  };
+  if (!std::any_of(node.inputs.begin(), node.inputs.end(), from_image_op)) return false;
   if (node.op == "Add" || node.op == "Mul") {
-    // Of two computed 4-D values, one made by a Conv, pool, Resize or Concat (a feature
-    // pyramid's sums): kiln's loops add same-shape nChw16c values as they are, where the
-    // run-time element-wise loops read plain ones. (Elsewhere, an attention's scores and mask
-    // say, those loops broadcast at each call without an op made per shape.)
-    auto from_image_op = [&](int v) {
-      const int p = v >= 0 ? producer_[static_cast<size_t>(v)] : -1;
-      if (p < 0) return false;
-      const std::string& op = graph_.nodes[static_cast<size_t>(p)].op;
-      return op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" ||
-             op == "Resize" || op == "Concat" || op == "Relu" || op == "Clip" || op == "Sigmoid";
-    };
-    if (node.inputs.size() != 2 ||
-        (!from_image_op(node.inputs[0]) && !from_image_op(node.inputs[1]))) {
-      return false;
-    }
+    // Of two computed 4-D values.
     auto computed_4d = [&](int v) {
+      if (v < 0 || slot(v).kind == Slot::Kind::Constant || slot(v).dtype != ScalarType::Float32) {
+        return false;
+      }
       const ir::TensorType& type = graph_.values[static_cast<size_t>(v)].type;
-      return v >= 0 && slot(v).kind != Slot::Kind::Constant &&
-             slot(v).dtype == ScalarType::Float32 && type.rank_known && type.shape.size() == 4;
+      return type.rank_known && type.shape.size() == 4;
     };
     return node.inputs.size() == 2 && node.outputs.size() == 1 && computed_4d(node.inputs[0]) &&
            computed_4d(node.inputs[1]);
