@@ -307,6 +307,11 @@ Result<std::unique_ptr<CpuOp>> create_blocked_conv(const OpDesc& desc);
 /// the image read plain, the result (and one residual) nChw16c, with the loops' post-ops;
 /// NotSupported for any other Conv.
 Result<std::unique_ptr<CpuOp>> create_image_conv(const OpDesc& desc);
+/// A depthwise 2-D Conv (a group per channel, one output channel each) in
+/// ActivationLayout::Blocked (any kernel and pads, horizontal stride 1 or 2, no dilation) on
+/// kiln's own loops over nChw16c (depthwise_conv.cpp), with the loops' post-ops and one residual;
+/// NotSupported for any other Conv.
+Result<std::unique_ptr<CpuOp>> create_depthwise_conv(const OpDesc& desc);
 /// The output tiles of kiln's Winograd loops: 3 x 3 or 4 x 4 pixels, or the loops' choice.
 enum class WinogradTile { Auto, F3x3, F4x4 };
 /// A 3x3 stride-1 Conv of one group and at least 16 input channels in ActivationLayout::Blocked

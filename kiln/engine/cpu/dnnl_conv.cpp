@@ -154,6 +154,8 @@ Result<std::unique_ptr<CpuOp>> ConvOp::create(const OpDesc& desc) {
           desc, desc.winograd_one_tile ? WinogradTile::F4x4 : WinogradTile::Auto);
       if (winograd.ok() || winograd.error() != Error::NotSupported) return winograd;
     }
+    auto depthwise = create_depthwise_conv(desc);
+    if (depthwise.ok() || depthwise.error() != Error::NotSupported) return depthwise;
     auto image = create_image_conv(desc);
     if (image.ok() || image.error() != Error::NotSupported) return image;
     auto blocked = create_blocked_conv(desc);

@@ -247,10 +247,11 @@ namespace {
 // in the pieces' layout; 24: ConvTransposes of few values a pixel on kiln's loops; 25: a
 // decoder's streaming MatMuls read B as oneDNN's blocked MatMul packs it, on AVX-512; 26:
 // shape-generic MatMuls on kiln's AVX-512 loops; 27: Transposes on kiln's loops; 28: the build
-// fingerprint joins the version; 29: shape-generic plans of Conv networks), so that entries of older plans are not adopted. The build
+// fingerprint joins the version; 29: shape-generic plans of Conv networks; 30: depthwise Convs
+// on kiln's loops), so that entries of older plans are not adopted. The build
 // fingerprint beside it changes with any change of the code, so a plan change that forgets
 // this number still never adopts an older build's entries.
-constexpr char kEngineVersion[] = "kiln-engine 29";
+constexpr char kEngineVersion[] = "kiln-engine 30";
 
 // Builds the functions of `records` named in `names` (bound lazily from a hit) now. A build
 // that fails is left for the function's first use, which reports it (as without this).

@@ -21,6 +21,7 @@ struct ConvGeometry {
   int64_t kernel_h = 3, kernel_w = 3, stride = 1;
   std::vector<int64_t> pads = {1, 1, 1, 1};  // top, left, bottom, right
   int64_t stride_h = 0;                      // 0: `stride`
+  int64_t group = 1;                         // W: [out_channels, channels / group, ...]
 };
 
 inline std::string name_of(const ConvGeometry& g) {
@@ -29,7 +30,8 @@ inline std::string name_of(const ConvGeometry& g) {
   return "N" + std::to_string(g.batch) + " " + std::to_string(g.channels) + "->" +
          std::to_string(g.out_channels) + " " + std::to_string(g.height) + "x" +
          std::to_string(g.width) + " k" + std::to_string(g.kernel_h) + "x" +
-         std::to_string(g.kernel_w) + " s" + std::to_string(g.stride) + " pads " + pads;
+         std::to_string(g.kernel_w) + " s" + std::to_string(g.stride) + " pads " + pads +
+         (g.group != 1 ? " group " + std::to_string(g.group) : "");
 }
 
 /// The reference convolution's options of `g`.
@@ -37,6 +39,7 @@ inline kernels::ConvOptions conv_options(const ConvGeometry& g) {
   kernels::ConvOptions options;
   options.strides = {g.stride_h != 0 ? g.stride_h : g.stride, g.stride};
   options.pads = {g.pads[0], g.pads[1], g.pads[2], g.pads[3]};
+  options.group = g.group;
   return options;
 }
 
@@ -52,11 +55,13 @@ struct ConvCase {
     const kernels::ConvOptions options = conv_options(g);
     const int64_t stride_h = options.strides[0];
     c.desc.attributes = {ints("strides", options.strides), ints("pads", options.pads)};
+    if (g.group != 1) c.desc.attributes.push_back(int_attr("group", g.group));
     c.desc.small_ops_own_loops = true;
     c.desc.activation_layout = ActivationLayout::Blocked;
     c.desc.num_threads = threads;
     c.add(random_tensor({g.batch, g.channels, g.height, g.width}, seed++), false);
-    c.add(random_tensor({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, seed++, -0.3, 0.3),
+    c.add(random_tensor({g.out_channels, g.channels / g.group, g.kernel_h, g.kernel_w}, seed++,
+                        -0.3, 0.3),
           true);
     if (bias) c.add(random_tensor({g.out_channels}, seed++), true);
     out = {g.batch, g.out_channels, (g.height + g.pads[0] + g.pads[2] - g.kernel_h) / stride_h + 1,
