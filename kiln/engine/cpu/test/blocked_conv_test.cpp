@@ -54,9 +54,12 @@ TEST(PointwiseConv, MatchesTheReferenceOverChannelsPixelsPostOpsAndThreads) {
       {1, 96, 200, 3, 9},    // many pairs of blocks: chunks of weights
       {2, 32, 40, 9, 8, 2},  // stride 2 (a downsampling projection): 5 x 4 of 9 x 8
       {1, 16, 16, 7, 7, 3},  // stride 3
-      // Many input channels (a classifier's 512 -> 1000), the last block padded; stride 2.
+      // Many input channels (a classifier's 512 -> 1000), the last block padded; stride 2:
+      // sums over the input channels in parts (3 of 11 blocks, 2 of 10), partial sums waiting
+      // in the output; five parts of 12 (MobileNet's 960 -> 160) over a tile and a tail.
       {1, 520, 40, 3, 5},
       {2, 300, 20, 4, 4, 2},
+      {1, 960, 48, 4, 4},
   };
   const std::vector<std::vector<PostOp>> post_op_sets = {
       {},
