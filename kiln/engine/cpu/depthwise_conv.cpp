@@ -17,6 +17,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace kiln::engine::cpu::dnnl_impl {
@@ -281,6 +282,37 @@ class DepthwiseConvOp final : public BlockedLoopsOp {
   std::vector<float> x_stage_, y_stage_, r_stage_;
 };
 
+// Why the loops do not take a Conv of `c` input channels by W of sizes `ws` (in `group`s, with
+// oneDNN's dilations, strides and the output's sizes `out`), or "" when they do.
+std::string refusal(const OpDesc& desc, int64_t c, const std::vector<int64_t>& ws, int64_t group,
+                    const memory::dims& dilations, const memory::dims& strides,
+                    const std::vector<int64_t>& out) {
+  if (group != c || ws[0] != c || ws[1] != 1) {
+    return "not depthwise (a group per channel, one output channel each)";
+  }
+  if (dilations[0] != 0 || dilations[1] != 0) return "dilations";
+  if (strides[1] != 1 && strides[1] != 2) {
+    return "a horizontal stride of " + std::to_string(strides[1]) + " (the loops take 1 or 2)";
+  }
+  if (out[3] < kMinOutputWidth && !desc.avoid_generated_code) {
+    return "output rows of " + std::to_string(out[3]) + " pixels (under " +
+           std::to_string(kMinOutputWidth) + ", oneDNN's kernel runs them faster)";
+  }
+  return "";
+}
+
+// W [C, 1, KH, KW] (`taps` = KH x KW) as [C16 / 16][KH][KW][16] into `to`: each block's 16
+// weights of a tap side by side (padding zero).
+void pack_depthwise(const float* source, int64_t c, int64_t taps, float* to) {
+  const int64_t blocks = (c + kLanes - 1) / kLanes;
+  std::fill(to, to + blocks * taps * kLanes, 0.0f);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t t = 0; t < taps; ++t) {
+      to[((ch / kLanes) * taps + t) * kLanes + ch % kLanes] = source[ch * taps + t];
+    }
+  }
+}
+
 Result<std::unique_ptr<CpuOp>> DepthwiseConvOp::create(const OpDesc& desc) {
   KILN_RETURN_IF_ERROR(check_inputs(desc, 2, 4));
   const std::vector<int64_t>& x = desc.inputs[0].sizes;
@@ -299,23 +331,8 @@ Result<std::unique_ptr<CpuOp>> DepthwiseConvOp::create(const OpDesc& desc) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out,
                         conv_geometry(desc, strides, dilations, pad_begin, pad_end, group));
   const int64_t c = x[1];
-  if (group != c || ws[0] != c || ws[1] != 1) {
-    return error(desc, Error::NotSupported,
-                 "not depthwise (a group per channel, one output channel each)");
-  }
-  if (dilations[0] != 0 || dilations[1] != 0) {
-    return error(desc, Error::NotSupported, "dilations");
-  }
-  if (strides[1] != 1 && strides[1] != 2) {
-    return error(
-        desc, Error::NotSupported,
-        "a horizontal stride of " + std::to_string(strides[1]) + " (the loops take 1 or 2)");
-  }
-  if (out[3] < kMinOutputWidth && !desc.avoid_generated_code) {
-    return error(desc, Error::NotSupported,
-                 "output rows of " + std::to_string(out[3]) + " pixels (under " +
-                     std::to_string(kMinOutputWidth) + ", oneDNN's kernel runs them faster)");
-  }
+  const std::string refused = refusal(desc, c, ws, group, dilations, strides, out);
+  if (!refused.empty()) return error(desc, Error::NotSupported, refused);
   auto op = std::make_unique<DepthwiseConvOp>();
   op->in_sizes_ = x;
   op->outputs_ = {TensorDesc{runtime::ScalarType::Float32, out}};
@@ -340,24 +357,14 @@ Result<std::unique_ptr<CpuOp>> DepthwiseConvOp::create(const OpDesc& desc) {
     bias.resize(static_cast<size_t>(blocks * kLanes), 0.0f);
     op->bias_ = std::move(bias);
   }
-  // W [C, 1, KH, KW] as [C16 / 16][KH][KW][16]: each block's 16 weights of a tap side by side
-  // (padding zero).
   const auto* source = static_cast<const float*>(w->data());
   const int64_t taps = ws[2] * ws[3];
-  KILN_ASSIGN_OR_RETURN(const float* packed,
-                        pack_floats(
-                            desc, 1, "kiln f32 W depthwise [C16/16][KH][KW][16]",
-                            static_cast<size_t>(blocks * taps * kLanes),
-                            [&](float* to) {
-                              std::fill(to, to + blocks * taps * kLanes, 0.0f);
-                              for (int64_t ch = 0; ch < c; ++ch) {
-                                for (int64_t t = 0; t < taps; ++t) {
-                                  to[((ch / kLanes) * taps + t) * kLanes + ch % kLanes] =
-                                      source[ch * taps + t];
-                                }
-                              }
-                            },
-                            op->own_weights_));
+  KILN_ASSIGN_OR_RETURN(
+      const float* packed,
+      pack_floats(
+          desc, 1, "kiln f32 W depthwise [C16/16][KH][KW][16]",
+          static_cast<size_t>(blocks * taps * kLanes),
+          [&](float* to) { pack_depthwise(source, c, taps, to); }, op->own_weights_));
   DwJob& j = op->job_;
   j.w = packed;
   j.bias = op->bias_.empty() ? nullptr : op->bias_.data();
